@@ -1,0 +1,222 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors a caller can branch on with errors.Is. A denial is never an error.
+var (
+	// ErrInvalid marks bad input: a malformed limit, an empty key, a
+	// negative cost, a cost greater than a limit's Rate. Retrying the same
+	// call cannot succeed. The HTTP layer answers it with 400.
+	ErrInvalid = errors.New("sluice: invalid input")
+	// ErrUnavailable marks a store that could not be reached or did not
+	// answer in time. The failure policy decides what happens next.
+	ErrUnavailable = errors.New("sluice: store unavailable")
+)
+
+// MaxHits is the largest number of hits in one Check.
+const MaxHits = 16
+
+// MaxKeyLen is the longest key, in bytes, a Hit may have.
+const MaxKeyLen = 64 << 10
+
+// A Hit is one key under one limit. Two hits with the same Zone, Key and
+// limit identity (Algorithm, Window and bucket length) share their state,
+// whatever their Rate or Name: raising a limit keeps the usage counted so
+// far.
+type Hit struct {
+	// Zone is a namespace for keys, such as the name of a configured zone.
+	// Keys in different zones never share state. May be empty.
+	Zone string
+	// Key identifies who is limited: a client address, a user, a token.
+	// Must not be empty; at most MaxKeyLen bytes; any bytes are allowed.
+	Key string
+	// Limit is the limit this key is held to.
+	Limit Limit
+}
+
+// A Check asks whether Cost may be spent now on every one of its Hits.
+// It is allowed only if every non-shadow hit stays within its limit with
+// the cost added; then the cost is recorded on every hit. Otherwise nothing
+// is recorded on any hit.
+type Check struct {
+	// Hits are the keys and limits to check, 1 to MaxHits of them, no two
+	// sharing state.
+	Hits []Hit
+	// Cost is the amount to spend, >= 0 and no more than any hit's Rate.
+	// Zero peeks: the state is reported and nothing is recorded.
+	Cost int64
+	// Group, when set, co-locates the state of all hits: in Redis Cluster
+	// they share the hash tag {Group}, so one atomic script decides them
+	// (seed LUA_rateLimiting's shared resource). Empty means each hit is
+	// placed by its own key.
+	Group string
+	// Shadow makes every hit a shadow hit, as if each Limit.Shadow were set.
+	Shadow bool
+}
+
+// Validate reports whether c is well formed: every error wraps ErrInvalid
+// and names the offending hit. maxLogRate caps the Rate of Log limits; zero
+// means DefaultMaxLogRate.
+func (c Check) Validate(maxLogRate int64) error {
+	if maxLogRate == 0 {
+		maxLogRate = DefaultMaxLogRate
+	}
+	if len(c.Hits) == 0 {
+		return fmt.Errorf("%w: check has no hits", ErrInvalid)
+	}
+	if len(c.Hits) > MaxHits {
+		return fmt.Errorf("%w: check has %d hits, more than %d", ErrInvalid, len(c.Hits), MaxHits)
+	}
+	if c.Cost < 0 {
+		return fmt.Errorf("%w: cost must be >= 0, got %d", ErrInvalid, c.Cost)
+	}
+	for i, h := range c.Hits {
+		if err := h.validate(c.Cost, maxLogRate); err != nil {
+			return fmt.Errorf("hit %d: %w", i, err)
+		}
+		for j := range i {
+			if c.Hits[j].sameState(h) {
+				return fmt.Errorf("%w: hits %d and %d share state (zone %q, key %q, %s %v)", ErrInvalid, j, i, h.Zone, h.Key, h.Limit.Algo(), h.Limit.Window)
+			}
+		}
+	}
+	return nil
+}
+
+func (h Hit) validate(cost, maxLogRate int64) error {
+	switch {
+	case h.Key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	case len(h.Key) > MaxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalid, len(h.Key), MaxKeyLen)
+	}
+	if err := h.Limit.Validate(); err != nil {
+		return err
+	}
+	if h.Limit.Algo() == Log && h.Limit.Rate > maxLogRate {
+		return fmt.Errorf("%w: limit %q: a log limit's rate must be <= %d", ErrInvalid, h.Limit.String(), maxLogRate)
+	}
+	if cost > h.Limit.Rate {
+		return fmt.Errorf("%w: cost %d is greater than the rate of limit %q and could never pass", ErrInvalid, cost, h.Limit.String())
+	}
+	return nil
+}
+
+func (h Hit) sameState(o Hit) bool {
+	return h.Zone == o.Zone && h.Key == o.Key && h.Limit.Algo() == o.Limit.Algo() &&
+		h.Limit.Window == o.Limit.Window && h.Limit.Bucket() == o.Limit.Bucket()
+}
+
+// HitResult is the state of one hit after a check.
+type HitResult struct {
+	// Allowed reports whether this hit alone would let the check pass.
+	Allowed bool
+	// Shadow reports that the hit was in shadow mode: it was recorded as if
+	// allowed and could not deny the check.
+	Shadow bool
+	// Used is the estimated usage in the window: after this check if the
+	// check was allowed, before it otherwise. Fractional for estimating
+	// algorithms.
+	Used float64
+	// Remaining is floor(Rate - Used), at least 0.
+	Remaining int64
+	// RetryAfter is zero when Allowed; otherwise the shortest wait after
+	// which the hit would allow the same cost if no other traffic came.
+	RetryAfter time.Duration
+	// ResetAfter is the wait until the usage has fallen to zero (for Decay,
+	// below 0.01).
+	ResetAfter time.Duration
+}
+
+// Source says how a Decision was reached.
+type Source uint8
+
+// The sources of a decision.
+const (
+	// FromStore: the store decided. The normal case.
+	FromStore Source = iota
+	// FromDenyCache: a recent denial was repeated without asking the store.
+	FromDenyCache
+	// FromLocalView: the asynchronous mode decided from its local view of
+	// the shared usage.
+	FromLocalView
+	// FromFailOpen: the store could not be reached; the check was allowed.
+	FromFailOpen
+	// FromFailClosed: the store could not be reached; the check was denied.
+	FromFailClosed
+	// FromFallback: the store could not be reached; an in-process limiter
+	// decided.
+	FromFallback
+)
+
+var sourceNames = [...]string{"store", "deny-cache", "local-view", "fail-open", "fail-closed", "fallback"}
+
+// String returns the source's name, such as "fail-open", for logs and
+// metric labels.
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("Source(%d)", s)
+}
+
+// Degraded reports whether the decision was taken without the store because
+// the store failed.
+func (s Source) Degraded() bool { return s >= FromFailOpen }
+
+// Decision is the outcome of a Check.
+type Decision struct {
+	// Allowed reports whether the cost was spent.
+	Allowed bool
+	// Denier is the index in Check.Hits of the first hit that denied, or -1
+	// when the check was allowed.
+	Denier int
+	// Shadowed reports that a shadow hit would have denied the check.
+	Shadowed bool
+	// Source says how the decision was reached.
+	Source Source
+	// Hits holds one result per hit, in the order of Check.Hits. Empty when
+	// the decision was made without the store (a degraded Source).
+	Hits []HitResult
+}
+
+// Reset prepares d for a new check of n hits, reusing its storage.
+func (d *Decision) Reset(n int) {
+	hits := d.Hits[:0]
+	if cap(hits) < n {
+		hits = make([]HitResult, 0, n)
+	}
+	*d = Decision{Denier: -1, Hits: hits[:n]}
+	clear(d.Hits)
+}
+
+// RetryAfter returns how long to wait before the same check could pass: the
+// longest RetryAfter of the hits that deny it (shadow hits excluded), or
+// zero when the check was allowed.
+func (d *Decision) RetryAfter() time.Duration {
+	if d.Allowed || d.Denier < 0 {
+		return 0
+	}
+	var wait time.Duration
+	for _, h := range d.Hits {
+		if !h.Shadow {
+			wait = max(wait, h.RetryAfter)
+		}
+	}
+	return wait
+}
+
+// Limiter decides checks. Implementations are safe for concurrent use.
+type Limiter interface {
+	// Check decides c and writes the outcome to d, reusing d.Hits' storage.
+	// It returns an error only when it could not decide; then d says
+	// nothing.
+	Check(ctx context.Context, c Check, d *Decision) error
+	// Reset forgets the state of every hit of c. Cost is ignored.
+	Reset(ctx context.Context, c Check) error
+}

@@ -1,0 +1,97 @@
+package algo
+
+import (
+	"math"
+	"testing"
+)
+
+const sec = int64(1_000_000)
+
+// t0 is an aligned instant far from the epoch, like a real clock reading.
+const t0 = 1_700_000_040 * sec // a multiple of 60 s
+
+var algorithms = []string{"sliding-window", "buckets", "log", "decay", "gcra"}
+
+func tenPerMinute(algorithm string) Params {
+	p := Params{Rate: 10, Window: 60 * sec, Bucket: 60 * sec}
+	if algorithm == "buckets" {
+		p.Bucket = 10 * sec
+	}
+	return p
+}
+
+// TestTenPerMinute is DESIGN.md's worked example: ten checks at t = 0 pass,
+// the eleventh is denied with a RetryAfter that depends on the algorithm.
+func TestTenPerMinute(t *testing.T) {
+	wantRetry := map[string]float64{
+		"log":            60 * float64(sec),
+		"sliding-window": 66 * float64(sec),
+		"buckets":        61 * float64(sec),
+		"decay":          60 * float64(sec) * math.Log(10.0/9.0),
+		"gcra":           6 * float64(sec),
+	}
+	for _, a := range algorithms {
+		t.Run(a, func(t *testing.T) {
+			s, p := New(a), tenPerMinute(a)
+			for i := range 10 {
+				if r := s.Eval(p, t0, 1); !r.Allowed {
+					t.Fatalf("check %d denied: %+v", i+1, r)
+				}
+				s.Record(p, t0, 1)
+			}
+			r := s.Eval(p, t0, 1)
+			if r.Allowed {
+				t.Fatalf("11th check allowed: %+v", r)
+			}
+			if got, want := float64(r.RetryAfter), wantRetry[a]; math.Abs(got-want) > 1 {
+				t.Errorf("RetryAfter = %v µs, want %v µs", got, want)
+			}
+			if r := s.Eval(p, t0+r.RetryAfter, 1); !r.Allowed {
+				t.Errorf("after RetryAfter: denied %+v", r)
+			}
+			if r := s.Eval(p, t0+r.RetryAfter-sec/100, 1); r.Allowed && r.RetryAfter > 0 {
+				t.Errorf("10 ms before RetryAfter: allowed")
+			}
+		})
+	}
+}
+
+// TestCloudflareExample: 50r/m, previous window 42, current 18, 15 s in.
+func TestCloudflareExample(t *testing.T) {
+	p := Params{Rate: 50, Window: 60 * sec, Bucket: 60 * sec}
+	s := &Window{Index: t0 / p.Window, Prev: 42, Cur: 18}
+	r := s.Eval(p, t0+15*sec, 1)
+	if r.Allowed || r.Used != 49.5 || Remaining(p.Rate, r.Used) != 0 {
+		t.Fatalf("got %+v, want denied with Used 49.5", r)
+	}
+	if want := 45*float64(sec) - 31*60*float64(sec)/42; math.Abs(float64(r.RetryAfter)-want) > 1 {
+		t.Errorf("RetryAfter = %d µs, want %.0f", r.RetryAfter, want)
+	}
+}
+
+func TestDecideAllOrNothing(t *testing.T) {
+	p := Params{Rate: 5, Window: 10 * sec, Bucket: 10 * sec}
+	c := Params{Rate: 3, Window: 10 * sec, Bucket: 10 * sec}
+	res, a, b := New("log"), New("log"), New("log")
+	out := make([]Outcome, 2)
+	check := func(consumer State) bool {
+		ok, _, _ := Decide([]Hit{{State: res, Params: p}, {State: consumer, Params: c}}, out, t0, 1)
+		return ok
+	}
+	for i, want := range []bool{true, true, true, false} {
+		if got := check(a); got != want {
+			t.Fatalf("A check %d: got %v, want %v", i+1, got, want)
+		}
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := check(b); got != want {
+			t.Fatalf("B check %d: got %v, want %v", i+1, got, want)
+		}
+	}
+	if got := res.Eval(p, t0, 0).Used; got != 5 {
+		t.Errorf("resource used %v, want 5", got)
+	}
+	if got := b.Eval(c, t0, 0).Used; got != 2 {
+		t.Errorf("B used %v, want 2", got)
+	}
+}

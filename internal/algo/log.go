@@ -1,0 +1,68 @@
+package algo
+
+// Log is the exact sliding log: every recorded event with its cost, oldest
+// first. Used is the sum of the costs of the events in (now − W, now].
+// Events recorded at the same microsecond share one entry, so a log holds at
+// most Rate entries plus those a shadow limit records beyond it.
+type Log struct {
+	Events []Event
+}
+
+// Event is one recorded cost.
+type Event struct {
+	At   int64 // µs since the epoch
+	Cost int64
+}
+
+// live returns the index of the oldest event still inside the window and
+// the sum of the costs from there on.
+func (s *Log) live(p Params, now int64) (first int, used int64) {
+	first = len(s.Events)
+	for i := len(s.Events) - 1; i >= 0 && s.Events[i].At > now-p.Window; i-- {
+		first, used = i, used+s.Events[i].Cost
+	}
+	return first, used
+}
+
+// Eval implements State.
+func (s *Log) Eval(p Params, now, cost int64) Result {
+	first, used := s.live(p, now)
+	r := Result{Used: float64(used), ResetAfter: s.resetAfter(p, now)}
+	if r.Allowed = used+cost <= p.Rate; r.Allowed {
+		return r
+	}
+	// The cost fits once enough of the oldest events have left: event i
+	// leaves (now − W, now] when now reaches At + W.
+	for _, ev := range s.Events[first:] {
+		used -= ev.Cost
+		if used+cost <= p.Rate {
+			r.RetryAfter = ev.At + p.Window - now
+			break
+		}
+	}
+	return r
+}
+
+func (s *Log) resetAfter(p Params, now int64) int64 {
+	if len(s.Events) == 0 {
+		return 0
+	}
+	return max(0, s.Events[len(s.Events)-1].At+p.Window-now)
+}
+
+// Record implements State. It drops the events that have left the window.
+func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
+	first, used := s.live(p, now)
+	s.Events = append(s.Events[:0], s.Events[first:]...)
+	switch n := len(s.Events); {
+	case n > 0 && s.Events[n-1].At == now:
+		s.Events[n-1].Cost += cost
+	case n > 0 && s.Events[n-1].At > now:
+		// A clock behind the newest event: keep the log ordered by
+		// recording at the newest instant, which leaves the window last.
+		s.Events[n-1].Cost += cost
+	default:
+		s.Events = append(s.Events, Event{At: now, Cost: cost})
+	}
+	return float64(used + cost), s.resetAfter(p, now)
+}

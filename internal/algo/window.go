@@ -1,0 +1,85 @@
+package algo
+
+// Window is the sliding-window state: Cloudflare's two counters. Windows are
+// aligned: window i covers [i·W, (i+1)·W).
+//
+//	Used = Prev·(W − elapsed)/W + Cur
+//
+// where elapsed = now − i·W: the previous window's events are assumed to be
+// spread evenly, and the share of them still inside (now − W, now] counts.
+type Window struct {
+	Index int64 // i of the window Cur counts
+	Cur   int64 // cost recorded in window Index
+	Prev  int64 // cost recorded in window Index−1
+}
+
+// at returns the counters as seen from now (rolled forward, not stored) and
+// the µs elapsed in now's window.
+func (s *Window) at(p Params, now int64) (prev, cur, elapsed int64) {
+	i := floorDiv(now, p.Window)
+	elapsed = now - i*p.Window
+	switch i {
+	case s.Index:
+		return s.Prev, s.Cur, elapsed
+	case s.Index + 1:
+		return s.Cur, 0, elapsed
+	}
+	return 0, 0, elapsed
+}
+
+func windowUsed(prev, cur, elapsed, w int64) float64 {
+	return float64(prev)*float64(w-elapsed)/float64(w) + float64(cur)
+}
+
+// Eval implements State.
+func (s *Window) Eval(p Params, now, cost int64) Result {
+	prev, cur, e := s.at(p, now)
+	r := Result{Used: windowUsed(prev, cur, e, p.Window), ResetAfter: windowReset(prev, cur, e, p.Window)}
+	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
+		r.RetryAfter = windowRetry(prev, cur, e, p.Window, p.Rate, cost)
+	}
+	return r
+}
+
+// windowRetry solves Prev·(W − e − t)/W + Cur + cost ≤ Rate for the least t,
+// first within the current window, then in the next one (where Cur has
+// become Prev). Two windows later everything is forgotten and any cost ≤
+// Rate fits.
+func windowRetry(prev, cur, e, w, rate, cost int64) int64 {
+	left := w - e // µs until the next window
+	if room := rate - cur - cost; prev > 0 && room >= 0 {
+		if t := float64(left) - float64(room)*float64(w)/float64(prev); t < float64(left) {
+			return ceilMicros(t)
+		}
+	}
+	if cur+cost <= rate {
+		return left
+	}
+	return left + ceilMicros(float64(w)-float64(rate-cost)*float64(w)/float64(cur))
+}
+
+func windowReset(prev, cur, e, w int64) int64 {
+	switch {
+	case cur > 0:
+		return 2*w - e
+	case prev > 0:
+		return w - e
+	}
+	return 0
+}
+
+// Record implements State.
+func (s *Window) Record(p Params, now, cost int64) (float64, int64) {
+	prev, cur, e := s.at(p, now)
+	s.Index, s.Prev, s.Cur = floorDiv(now, p.Window), prev, cur+cost
+	return windowUsed(s.Prev, s.Cur, e, p.Window), windowReset(s.Prev, s.Cur, e, p.Window)
+}
+
+// floorDiv is a/b rounded toward minus infinity (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
