@@ -95,3 +95,97 @@ func TestDecideAllOrNothing(t *testing.T) {
 		t.Errorf("B used %v, want 2", got)
 	}
 }
+
+// TestRetryAfterIsTight checks, on seeded random traffic for every
+// algorithm, that each denial's RetryAfter is the wait: at now+RetryAfter
+// the same cost fits, and (for exact algorithms) one microsecond earlier it
+// does not; for the estimating ones, 1% of the wait earlier it does not.
+func TestRetryAfterIsTight(t *testing.T) {
+	for _, a := range algorithms {
+		t.Run(a, func(t *testing.T) {
+			p := Params{Rate: 20, Window: 10 * sec, Bucket: 10 * sec}
+			if a == "buckets" {
+				p.Bucket = sec
+			}
+			rng := newRand(1)
+			s, now := New(a), t0
+			denials := 0
+			for range 20_000 {
+				now += rng.int63n(300_000)
+				cost := 1 + rng.int63n(3)
+				r := s.Eval(p, now, cost)
+				if r.Allowed {
+					s.Record(p, now, cost)
+					continue
+				}
+				denials++
+				if got := s.Eval(p, now+r.RetryAfter, cost); !got.Allowed {
+					t.Fatalf("at now+RetryAfter(%d µs) still denied: %+v", r.RetryAfter, got)
+				}
+				early := r.RetryAfter - 1
+				if a != "log" && a != "gcra" {
+					early = r.RetryAfter - r.RetryAfter/100 - 1
+				}
+				if early > 0 && s.Eval(p, now+early, cost).Allowed {
+					t.Fatalf("RetryAfter %d µs is not tight: allowed at %d µs", r.RetryAfter, early)
+				}
+			}
+			if denials < 100 {
+				t.Fatalf("only %d denials: the traffic does not exercise the limit", denials)
+			}
+		})
+	}
+}
+
+// TestNeverOveradmit counts, under random traffic, the admissions in every
+// sliding window of length W. log never exceeds Rate. gcra's model allows a
+// burst of Rate plus Rate per W, so any W holds at most 2·Rate (TAT moves at
+// most W past the window's start and W past its end). The estimators'
+// documented worst case is 2·Rate too (uneven traffic in the previous
+// window).
+func TestNeverOveradmit(t *testing.T) {
+	for _, a := range []string{"log", "gcra", "sliding-window", "buckets"} {
+		t.Run(a, func(t *testing.T) {
+			p := Params{Rate: 50, Window: 10 * sec, Bucket: 10 * sec}
+			if a == "buckets" {
+				p.Bucket = sec
+			}
+			bound := 2 * p.Rate
+			if a == "log" {
+				bound = p.Rate
+			}
+			rng := newRand(7)
+			s, now := New(a), t0
+			var admitted []int64
+			for range 50_000 {
+				now += rng.int63n(100_000)
+				if s.Eval(p, now, 1).Allowed {
+					s.Record(p, now, 1)
+					admitted = append(admitted, now)
+				}
+			}
+			lo := 0
+			for hi, at := range admitted {
+				for admitted[lo] <= at-p.Window {
+					lo++
+				}
+				if n := int64(hi - lo + 1); n > bound {
+					t.Fatalf("%d admitted in (%d − W, %d], bound %d", n, at, at, bound)
+				}
+			}
+		})
+	}
+}
+
+// rand is a tiny deterministic generator (xorshift), so the test does not
+// depend on math/rand's stream across Go versions.
+type rand struct{ x uint64 }
+
+func newRand(seed uint64) *rand { return &rand{x: seed*0x9E3779B97F4A7C15 + 1} }
+
+func (r *rand) int63n(n int64) int64 {
+	r.x ^= r.x << 13
+	r.x ^= r.x >> 7
+	r.x ^= r.x << 17
+	return int64(r.x>>1) % n
+}
