@@ -1,0 +1,3 @@
+package bench
+
+func sluiceMemoryContenders() []contenderSpec { return nil }

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// spreadKeys is the number of keys of the spread workload; hotKeys the
+// number of the hot one.
+const (
+	spreadKeys = 100_000
+	hotKeys    = 10
+)
+
+// A decideFunc answers one unit check on key: allowed or denied, or an
+// error when the limiter could not decide.
+type decideFunc func(ctx context.Context, key string) (allowed bool, err error)
+
+// A contender is one limiter under test. Each goroutine of a benchmark calls
+// caller once and keeps the decideFunc to itself, so a contender can keep
+// per-caller scratch space (sluice reuses its Decision) without locks.
+type contender struct {
+	name   string
+	caller func() decideFunc
+	close  func()
+}
+
+// A contenderSpec names a contender and builds it for a workload; nothing
+// is started until build is called.
+type contenderSpec struct {
+	name  string
+	build func(b *testing.B, w workload) contender
+}
+
+// A workload is a set of keys and the limit every contender applies to
+// them, expressed as "rate per window".
+type workload struct {
+	name   string
+	keys   []string
+	rate   int64
+	window time.Duration
+	// allAllowed says every check must be allowed: the benchmark fails
+	// otherwise, so a contender cannot look fast by taking the deny path.
+	allAllowed bool
+	// exhaust says the warm-up spends each key's whole limit, so the timed
+	// loop measures the deny path.
+	exhaust bool
+}
+
+// spreadWorkload is 100,000 keys under a limit no benchmark run can reach:
+// the allow path, one key after another in a shuffled order.
+func spreadWorkload() workload {
+	return workload{name: "spread", keys: makeKeys(spreadKeys), rate: 10_000, window: time.Hour, allAllowed: true}
+}
+
+// hotWorkload is 10 keys far over a limit of 100 per minute: after the
+// first 100 checks per key, the deny path.
+func hotWorkload() workload {
+	return workload{name: "hot", keys: makeKeys(hotKeys), rate: 100, window: time.Minute, exhaust: true}
+}
+
+// makeKeys returns n distinct keys shaped like user IDs, in a fixed shuffled
+// order so that consecutive checks land on unrelated map slots.
+func makeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%08d", i)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(n, func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	return keys
+}
+
+// warm checks every key of w once, or until its limit is spent when
+// w.exhaust is set, so the timed loop measures the steady state of a
+// limiter that already tracks its keys, not map growth.
+func warm(b *testing.B, c contender, w workload) {
+	b.Helper()
+	decide := c.caller()
+	ctx := context.Background()
+	for _, k := range w.keys {
+		for range 1 + w.rate {
+			ok, err := decide(ctx, k)
+			if err != nil {
+				b.Fatalf("%s: warm-up check on %q: %v", c.name, k, err)
+			}
+			if !w.exhaust || !ok {
+				break
+			}
+		}
+	}
+}
+
+// runSerial checks the keys of w one after another from one goroutine.
+func runSerial(b *testing.B, c contender, w workload) {
+	decide := c.caller()
+	ctx := context.Background()
+	denied := 0
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ok, err := decide(ctx, w.keys[i%len(w.keys)])
+		if err != nil {
+			b.Fatalf("%s: check: %v", c.name, err)
+		}
+		if !ok {
+			denied++
+		}
+		i++
+	}
+	report(b, c, w, denied, i)
+}
+
+// runParallel checks the keys of w from GOMAXPROCS×parallelism goroutines,
+// each starting at its own offset in the key list.
+func runParallel(b *testing.B, c contender, w workload, parallelism int) {
+	var next, denied, total atomic.Int64
+	stride := max(1, len(w.keys)/64)
+	b.SetParallelism(parallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		decide := c.caller()
+		ctx := context.Background()
+		i := int(next.Add(1)) * stride
+		n, d := 0, 0
+		for pb.Next() {
+			ok, err := decide(ctx, w.keys[i%len(w.keys)])
+			if err != nil {
+				b.Errorf("%s: check: %v", c.name, err)
+				return
+			}
+			if !ok {
+				d++
+			}
+			i++
+			n++
+		}
+		denied.Add(int64(d))
+		total.Add(int64(n))
+	})
+	report(b, c, w, int(denied.Load()), int(total.Load()))
+}
+
+// report fails the benchmark when a workload that must be allowed was not,
+// and reports the fraction of checks denied.
+func report(b *testing.B, c contender, w workload, denied, total int) {
+	b.Helper()
+	if w.allAllowed && denied > 0 {
+		b.Fatalf("%s: %d of %d checks denied on workload %s, whose limit is never reached", c.name, denied, total, w.name)
+	}
+	if total > 0 {
+		b.ReportMetric(float64(denied)/float64(total), "denied/op")
+	}
+}
+
+// latencies collects per-check durations from many goroutines: each
+// goroutine appends to its own slice and merges it once at the end.
+type latencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (l *latencies) merge(own []time.Duration) {
+	l.mu.Lock()
+	l.all = append(l.all, own...)
+	l.mu.Unlock()
+}
+
+// quantile returns the q-quantile (0 < q < 1) of the collected durations,
+// or zero when there are none. It sorts the collection.
+func (l *latencies) quantile(q float64) time.Duration {
+	if len(l.all) == 0 {
+		return 0
+	}
+	slices.Sort(l.all)
+	return l.all[min(len(l.all)-1, int(q*float64(len(l.all))))]
+}
