@@ -12,5 +12,6 @@ require (
 
 require (
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1 // indirect
 )

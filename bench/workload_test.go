@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // spreadKeys is the number of keys of the spread workload; hotKeys the
@@ -51,6 +53,11 @@ type workload struct {
 	// exhaust says the warm-up spends each key's whole limit, so the timed
 	// loop measures the deny path.
 	exhaust bool
+}
+
+// limit returns w's limit as a sluice.Limit with algorithm a.
+func (w workload) limit(a sluice.Algorithm) sluice.Limit {
+	return sluice.Limit{Rate: w.rate, Window: w.window, Algorithm: a}
 }
 
 // spreadWorkload is 100,000 keys under a limit no benchmark run can reach:
