@@ -1,0 +1,86 @@
+// Package memstore is sluice's embedded store: a sluice.Limiter that keeps
+// every state in process memory. It is the default when no Redis is
+// configured, the fallback of the "local" failure policy, and the reference
+// the conformance suite (internal/storetest) runs first.
+//
+// # Concurrency
+//
+// States live in Options.Shards maps, each behind its own mutex; a state's
+// shard is chosen by a seeded hash of its zone and key, so every limit of
+// one key shares a shard. A check locks the distinct shards of its hits in
+// ascending order (never two checks waiting on each other in a cycle),
+// evaluates every hit with internal/algo.Decide and records only if the
+// whole check is allowed. A check is therefore atomic with respect to every
+// other check and reset, and there is no global lock: checks on different
+// shards never wait for each other.
+//
+// # Allocation
+//
+// Lookups use the caller's strings in a comparable struct key, and a check
+// works in fixed arrays of sluice.MaxHits elements on the stack. Checking a
+// key that already has state allocates nothing when the Decision passed in
+// is reused (the log algorithm's event slice aside, which grows to the
+// rate and is then reused). A new key costs its state, one entry and one
+// copy of its zone and key bytes (so the store never pins the caller's
+// buffers).
+//
+// # Expiry of idle state
+//
+// Each recorded check learns from its algorithm when the state will be empty
+// again (its ResetAfter); the state's deadline is the latest such instant.
+// Past the deadline the state is equivalent to no state and may be dropped.
+// The store has no janitor goroutine and nothing to close: every 64th check
+// on a shard examines 8 entries of that shard from a random position and
+// drops the expired ones, and a shard that has shrunk to a quarter of its
+// peak size (of at least 1,024 entries) is rebuilt, because a Go map never
+// returns the memory of deleted entries. Expired states not yet swept are
+// harmless (the algorithms read them as empty) and count toward the bound.
+// A store that receives no checks at all frees nothing, but holds at most
+// MaxKeys states.
+//
+// # The bound on keys
+//
+// The store never holds more than Options.MaxKeys states (default
+// 1,000,000): each of the S shards holds at most MaxKeys/S. Only a check
+// that is allowed with a cost above zero stores new state; peeks, denials
+// and resets never grow the store, so hammering random keys with denied or
+// zero-cost checks costs no memory. When a new state must go into a full
+// shard, the store examines 8 of the shard's entries from a random
+// position: it drops those that have expired, and if none has, it evicts
+// the one whose reset deadline comes first: a small sample approximating
+// "the state that would have been forgotten soonest anyway". Stats reports
+// evictions and expirations.
+//
+// An evicted key starts again from empty: eviction errs toward admitting,
+// never toward denying. A flood of distinct keys larger than MaxKeys can
+// therefore let a real client through early; size MaxKeys above the working
+// set (the number of keys active within one window) and watch
+// Stats().Evictions, which stays at zero while the bound is not reached.
+//
+// # Memory per key
+//
+// Measured on amd64 (Go 1.26) with 16-byte keys, one limit per key, one
+// recorded check, the key bytes and the map's own overhead included
+// (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
+// 110 bytes per gcra state, 120 per decay state, 125 per sliding-window
+// state, 230 per buckets state with the default 10 buckets (8 more bytes per
+// extra bucket) and 140 per log state holding one event, plus about 16 bytes
+// per further distinct recording instant in its window, up to Rate of them.
+// Longer zones and keys add their length. At the default bound of 1,000,000
+// sliding-window states that is about 125 MB.
+//
+// # Time
+//
+// Time is read from Options.Now once per check and truncated to
+// microseconds, the unit of internal/algo. A clock that steps backwards is
+// tolerated: states are never rewound (see internal/algo for how each
+// algorithm records at an instant older than its state), and a deadline only
+// moves later.
+//
+// # Validation
+//
+// Check and Reset validate their input with sluice.Check.Validate and the
+// store's MaxLogRate; errors wrap sluice.ErrInvalid. A context that is
+// already done is returned as an error (wrapping ctx.Err()) before anything
+// is decided; a Check never blocks on anything but the shard locks.
+package memstore

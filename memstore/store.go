@@ -1,0 +1,182 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// DefaultMaxKeys is the number of states a Store holds at most unless
+// Options.MaxKeys says otherwise: about 125 MB of sliding-window state with
+// 16-byte keys (see the package doc for memory per key).
+const DefaultMaxKeys = 1_000_000
+
+// DefaultShards is the number of independently locked maps a Store uses
+// unless Options.Shards says otherwise.
+const DefaultShards = 64
+
+// minKeysPerShard keeps the default shard count low enough that each shard
+// of a small store still holds a useful number of keys.
+const minKeysPerShard = 256
+
+// Options configure a Store. The zero value means defaults.
+type Options struct {
+	// Now reads the clock. It must be safe for concurrent use. Default
+	// time.Now.
+	Now func() time.Time
+	// MaxKeys bounds the number of (zone, key, limit) states held at once;
+	// see the package doc for what happens at the bound. Must be >= 0.
+	// Zero means DefaultMaxKeys (1,000,000).
+	MaxKeys int
+	// MaxLogRate caps the Rate of Log limits, whose state grows with the
+	// rate. Must be >= 0. Zero means sluice.DefaultMaxLogRate (10,000).
+	MaxLogRate int64
+	// Shards is the number of independently locked maps, rounded up to a
+	// power of two; it must not exceed MaxKeys. More shards, less lock
+	// contention. Zero means DefaultShards (64), halved while a shard would
+	// hold fewer than 256 keys.
+	Shards int
+}
+
+// Store is the in-memory sluice.Limiter. It is safe for concurrent use and
+// starts no goroutine: there is nothing to close.
+type Store struct {
+	now        func() time.Time
+	maxLogRate int64
+	seed       maphash.Seed
+	shards     []shard
+	mask       uint64
+	evictions  atomic.Uint64
+	expired    atomic.Uint64
+}
+
+var _ sluice.Limiter = (*Store)(nil)
+
+// New returns an empty Store configured by opts.
+func New(opts Options) (*Store, error) {
+	if opts.MaxKeys < 0 {
+		return nil, fmt.Errorf("memstore: %w: Options.MaxKeys must be >= 0, got %d", sluice.ErrInvalid, opts.MaxKeys)
+	}
+	if opts.MaxLogRate < 0 {
+		return nil, fmt.Errorf("memstore: %w: Options.MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, opts.MaxLogRate)
+	}
+	if opts.Shards < 0 {
+		return nil, fmt.Errorf("memstore: %w: Options.Shards must be >= 0, got %d", sluice.ErrInvalid, opts.Shards)
+	}
+	s := &Store{now: opts.Now, maxLogRate: opts.MaxLogRate, seed: maphash.MakeSeed()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.maxLogRate == 0 {
+		s.maxLogRate = sluice.DefaultMaxLogRate
+	}
+	maxKeys := opts.MaxKeys
+	if maxKeys == 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	n := opts.Shards
+	if n == 0 {
+		n = DefaultShards
+		for n > 1 && maxKeys/n < minKeysPerShard {
+			n /= 2
+		}
+	}
+	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
+	if n > maxKeys {
+		return nil, fmt.Errorf("memstore: %w: Options.Shards (%d, rounded to a power of two) must not exceed MaxKeys (%d)", sluice.ErrInvalid, n, maxKeys)
+	}
+	s.shards = make([]shard, n)
+	for i := range s.shards {
+		s.shards[i].init(maxKeys / n)
+	}
+	s.mask = uint64(n - 1)
+	return s, nil
+}
+
+// Check implements sluice.Limiter. It decides every hit of c under the locks
+// of the shards holding them, taken in ascending order, so a check is atomic
+// with respect to every other check and reset.
+func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: check: %w", err)
+	}
+	if err := c.Validate(s.maxLogRate); err != nil {
+		return fmt.Errorf("memstore: check: %w", err)
+	}
+	now := s.now().UnixMicro()
+	var b batch
+	n := b.prepare(s, c)
+	b.lock(s, now)
+	b.load(s)
+	allowed, denier, shadowed := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
+	if allowed && c.Cost > 0 {
+		b.store(s, now)
+	}
+	b.unlock(s)
+
+	d.Reset(n)
+	d.Allowed, d.Denier, d.Shadowed, d.Source = allowed, denier, shadowed, sluice.FromStore
+	for i := range n {
+		o := &b.out[i]
+		d.Hits[i] = sluice.HitResult{
+			Allowed:    o.Allowed,
+			Shadow:     b.hits[i].Shadow,
+			Used:       o.Used,
+			Remaining:  algo.Remaining(b.hits[i].Params.Rate, o.Used),
+			RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
+			ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
+		}
+	}
+	return nil
+}
+
+// Reset implements sluice.Limiter: it forgets the state of every hit of c.
+// c.Cost is ignored.
+func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: reset: %w", err)
+	}
+	c.Cost = 0
+	if err := c.Validate(s.maxLogRate); err != nil {
+		return fmt.Errorf("memstore: reset: %w", err)
+	}
+	var b batch
+	n := b.prepare(s, c)
+	b.lock(s, s.now().UnixMicro())
+	for i := range n {
+		delete(s.shards[b.shard[i]].m, b.keys[i])
+	}
+	b.unlock(s)
+	return nil
+}
+
+// Stats is a snapshot of a Store's counters.
+type Stats struct {
+	// Keys is the number of states held, including idle ones not yet
+	// swept. At most Options.MaxKeys.
+	Keys int
+	// Evictions counts states dropped before their reset deadline because
+	// their shard was full.
+	Evictions uint64
+	// Expired counts idle states dropped after their reset deadline.
+	Expired uint64
+}
+
+// Stats returns the store's counters. It locks each shard in turn, so it is
+// meant for metrics and tests, not for the hot path.
+func (s *Store) Stats() Stats {
+	st := Stats{Evictions: s.evictions.Load(), Expired: s.expired.Load()}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return st
+}

@@ -1,0 +1,228 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func newStore(t testing.TB, opts Options) *Store {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, opts := range []Options{
+		{MaxKeys: -1},
+		{MaxLogRate: -1},
+		{Shards: -1},
+		{MaxKeys: 10, Shards: 16},
+		{MaxKeys: 10, Shards: 11}, // rounds up to 16
+	} {
+		if _, err := New(opts); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("New(%+v) = %v, want ErrInvalid", opts, err)
+		}
+	}
+	for _, c := range []struct {
+		opts       Options
+		wantShards int
+	}{
+		{Options{}, DefaultShards},
+		{Options{MaxKeys: 1000}, 2},
+		{Options{MaxKeys: 100}, 1},
+		{Options{Shards: 100}, 128},
+		{Options{MaxKeys: 8, Shards: 8}, 8},
+	} {
+		s, err := New(c.opts)
+		if err != nil {
+			t.Fatalf("New(%+v): %v", c.opts, err)
+		}
+		if got := len(s.shards); got != c.wantShards {
+			t.Errorf("New(%+v): %d shards, want %d", c.opts, got, c.wantShards)
+		}
+	}
+}
+
+func TestCheckErrors(t *testing.T) {
+	s := newStore(t, Options{MaxLogRate: 100})
+	lim := sluice.Limit{Rate: 10, Window: time.Minute}
+	var d sluice.Decision
+	for name, c := range map[string]sluice.Check{
+		"no hits":       {Cost: 1},
+		"empty key":     {Hits: []sluice.Hit{{Limit: lim}}, Cost: 1},
+		"negative cost": {Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: -1},
+		"cost > rate":   {Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 11},
+		"log rate":      {Hits: []sluice.Hit{{Key: "k", Limit: sluice.Limit{Rate: 101, Window: time.Second, Algorithm: sluice.Log}}}, Cost: 1},
+	} {
+		if err := s.Check(context.Background(), c, &d); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("%s: Check = %v, want ErrInvalid", name, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 1}
+	if err := s.Check(ctx, c, &d); !errors.Is(err, context.Canceled) {
+		t.Errorf("Check with a canceled context = %v, want context.Canceled", err)
+	}
+	if err := s.Reset(ctx, c); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reset with a canceled context = %v, want context.Canceled", err)
+	}
+	if got := s.Stats().Keys; got != 0 {
+		t.Errorf("after failed checks, %d keys stored, want 0", got)
+	}
+}
+
+// TestSteadyStateAllocs holds the store to its promise: checking a known
+// key allocates nothing.
+func TestSteadyStateAllocs(t *testing.T) {
+	if testing.CoverMode() != "" || raceEnabled {
+		t.Skip("allocation counts differ under coverage and -race")
+	}
+	for _, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			s := newStore(t, Options{Now: func() time.Time { return now }})
+			lim := sluice.Limit{Rate: 1000, Window: time.Minute, Algorithm: a}
+			c := sluice.Check{Hits: []sluice.Hit{
+				{Zone: "z", Key: "client-1", Limit: lim},
+				{Zone: "z", Key: "client-1", Limit: sluice.Limit{Rate: 1000, Window: time.Hour, Algorithm: a}},
+			}, Cost: 1}
+			var d sluice.Decision
+			ctx := context.Background()
+			check := func() {
+				now = now.Add(time.Millisecond)
+				if err := s.Check(ctx, c, &d); err != nil || !d.Allowed {
+					t.Fatalf("Check: %v, %+v", err, d)
+				}
+			}
+			for range 100 { // reach the log's steady size
+				check()
+			}
+			if got := testing.AllocsPerRun(200, check); got != 0 {
+				t.Errorf("%v allocations per check, want 0", got)
+			}
+		})
+	}
+}
+
+// TestBoundedUnderFlood floods the store with random keys far beyond
+// MaxKeys: the number of states never exceeds the bound, the overflow is
+// counted as evictions, and a peek or a denial never stores a state.
+func TestBoundedUnderFlood(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	const maxKeys = 2048
+	s := newStore(t, Options{MaxKeys: maxKeys, Shards: 8, Now: func() time.Time { return now }})
+	lim := sluice.Limit{Rate: 5, Window: time.Hour}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var d sluice.Decision
+	check := func(key string, cost int64) {
+		t.Helper()
+		c := sluice.Check{Hits: []sluice.Hit{{Key: key, Limit: lim}}, Cost: cost}
+		if err := s.Check(context.Background(), c, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const flood = 50_000
+	for i := range flood {
+		check(fmt.Sprintf("flood-%x", rng.Uint64()), 1)
+		if i%1000 == 0 {
+			if got := s.Stats().Keys; got > maxKeys {
+				t.Fatalf("after %d keys, %d stored, bound %d", i+1, got, maxKeys)
+			}
+		}
+		now = now.Add(time.Microsecond)
+	}
+	st := s.Stats()
+	if st.Keys > maxKeys || st.Keys < maxKeys*3/4 {
+		t.Errorf("%d keys stored, want near (at most) %d", st.Keys, maxKeys)
+	}
+	if want := uint64(flood - st.Keys); st.Evictions+st.Expired != want {
+		t.Errorf("evictions %d + expired %d, want %d", st.Evictions, st.Expired, want)
+	}
+	before := s.Stats().Keys
+	for i := range 1000 { // peeks on new keys store nothing
+		check(fmt.Sprintf("peek-%d", i), 0)
+	}
+	if got := s.Stats().Keys; got != before {
+		t.Errorf("peeks changed the key count from %d to %d", before, got)
+	}
+}
+
+// TestIdleStateExpires: states past their reset deadline are swept by later
+// traffic, and the map is rebuilt once it has shrunk.
+func TestIdleStateExpires(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, Options{Shards: 1, Now: func() time.Time { return now }})
+	lim := sluice.Limit{Rate: 5, Window: time.Second}
+	var d sluice.Decision
+	check := func(key string) {
+		c := sluice.Check{Hits: []sluice.Hit{{Key: key, Limit: lim}}, Cost: 1}
+		if err := s.Check(context.Background(), c, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5000 {
+		check(fmt.Sprintf("idle-%d", i))
+	}
+	now = now.Add(2 * time.Second) // every state is now past its deadline
+	for i := 0; s.Stats().Keys > 100; i++ {
+		if i > 100_000 {
+			t.Fatalf("after %d checks, %d idle states remain", i, s.Stats().Keys)
+		}
+		check("busy")
+	}
+	if st := s.Stats(); st.Expired < 4900 || st.Evictions != 0 {
+		t.Errorf("stats %+v, want about 5000 expired, no evictions", st)
+	}
+	if peak := s.shards[0].peak; peak > 1000 {
+		t.Errorf("map not rebuilt: peak still %d", peak)
+	}
+}
+
+// TestMemoryPerKey measures the heap held per stored state, for the figures
+// in the package doc.
+func TestMemoryPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MB")
+	}
+	for _, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			const n = 100_000
+			now := time.Unix(1_700_000_000, 0)
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("key-%012d", i) // 16 bytes
+			}
+			lim := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: a}
+			var d sluice.Decision
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			s := newStore(t, Options{Now: func() time.Time { return now }})
+			for _, k := range keys {
+				c := sluice.Check{Hits: []sluice.Hit{{Key: k, Limit: lim}}, Cost: 1}
+				if err := s.Check(context.Background(), c, &d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			perKey := float64(m1.HeapAlloc-m0.HeapAlloc) / n
+			t.Logf("%s: %.0f bytes per key (16-byte key, one event)", a, perKey)
+			if perKey > 400 {
+				t.Errorf("%.0f bytes per key, want <= 400", perKey)
+			}
+			runtime.KeepAlive(s)
+		})
+	}
+}
