@@ -1,0 +1,152 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// The canonical names of the response fields, as keys of an http.Header.
+const (
+	// FieldPolicy is the IETF draft RateLimit-Policy field: the quota
+	// policies that apply to the request.
+	FieldPolicy = "Ratelimit-Policy"
+	// FieldRateLimit is the IETF draft RateLimit field: what is left of
+	// each policy's quota.
+	FieldRateLimit = "Ratelimit"
+	// FieldRetryAfter is RFC 9110's Retry-After, in whole seconds.
+	FieldRetryAfter = "Retry-After"
+)
+
+// maxSFInteger is the largest Integer a Structured Field may carry
+// (RFC 9651, Section 3.3.1).
+const maxSFInteger = 999_999_999_999_999
+
+// CeilSeconds returns d in whole seconds, rounded up: 1.2 s is 2. Negative
+// durations are 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// AppendPolicy appends the value of the RateLimit-Policy field for c to
+// dst: one item per non-shadow hit, in order, such as
+// `"10r/m";q=10;w=60, "login";q=5;w=3600`. The item is the limit's Label,
+// q its Rate and w its Window in seconds, rounded up. It appends nothing
+// when every hit is a shadow hit.
+//
+// Shadow hits are left out: a limit being tried is not a promise to
+// clients. Label bytes outside printable ASCII, which a Structured Field
+// String cannot carry, are written as '?'.
+func AppendPolicy(dst []byte, c sluice.Check) []byte {
+	first := true
+	for _, h := range c.Hits {
+		if c.Shadow || h.Limit.Shadow {
+			continue
+		}
+		dst = appendItem(dst, &first, h.Limit.Label())
+		dst = appendParam(dst, ";q=", h.Limit.Rate)
+		dst = appendParam(dst, ";w=", CeilSeconds(h.Limit.Window))
+	}
+	return dst
+}
+
+// AppendRateLimit appends the value of the RateLimit field for c and its
+// decision d to dst: one item per non-shadow hit, in order, such as
+// `"10r/m";r=0;t=12`. r is the hit's Remaining. t is, for a hit that
+// denies, its RetryAfter (when the same request could pass again), and
+// otherwise its ResetAfter (when the whole quota is back), in seconds
+// rounded up. It appends nothing for a decision without hit results (one
+// taken by a failure policy) or when every hit is a shadow hit.
+func AppendRateLimit(dst []byte, c sluice.Check, d *sluice.Decision) []byte {
+	return appendRateLimit(dst, c, d, nil)
+}
+
+// appendRateLimit is AppendRateLimit with each hit's label already encoded
+// as a Structured Field String in items, or nil to encode them here.
+func appendRateLimit(dst []byte, c sluice.Check, d *sluice.Decision, items []string) []byte {
+	if len(d.Hits) != len(c.Hits) {
+		return dst
+	}
+	first := true
+	for i, h := range c.Hits {
+		if c.Shadow || h.Limit.Shadow {
+			continue
+		}
+		res := &d.Hits[i]
+		wait := res.ResetAfter
+		if !res.Allowed {
+			wait = res.RetryAfter
+		}
+		if !first {
+			dst = append(dst, ", "...)
+		}
+		first = false
+		if items != nil {
+			dst = append(dst, items[i]...)
+		} else {
+			dst = appendSFString(dst, h.Limit.Label())
+		}
+		dst = appendParam(dst, ";r=", res.Remaining)
+		dst = appendParam(dst, ";t=", CeilSeconds(wait))
+	}
+	return dst
+}
+
+// SetFields sets the RateLimit-Policy and RateLimit fields of h for c and
+// its decision d, and Retry-After when d denies. A field with no item is
+// not set. It allocates the field values; the middleware uses pooled
+// buffers instead.
+func SetFields(h http.Header, c sluice.Check, d *sluice.Decision) {
+	if v := AppendPolicy(nil, c); len(v) > 0 {
+		h[FieldPolicy] = []string{string(v)}
+	}
+	if v := AppendRateLimit(nil, c, d); len(v) > 0 {
+		h[FieldRateLimit] = []string{string(v)}
+	}
+	if !d.Allowed {
+		h[FieldRetryAfter] = []string{strconv.FormatInt(retryAfter(d), 10)}
+	}
+}
+
+// retryAfter is the Retry-After of a denial in seconds: at least 1, since
+// "retry after 0 seconds" invites a client to hammer. A denial without hit
+// results (a closed failure policy) also gets 1.
+func retryAfter(d *sluice.Decision) int64 {
+	return max(1, CeilSeconds(d.RetryAfter()))
+}
+
+func appendItem(dst []byte, first *bool, label string) []byte {
+	if !*first {
+		dst = append(dst, ", "...)
+	}
+	*first = false
+	return appendSFString(dst, label)
+}
+
+func appendParam(dst []byte, name string, v int64) []byte {
+	dst = append(dst, name...)
+	return strconv.AppendInt(dst, min(max(v, 0), maxSFInteger), 10)
+}
+
+// appendSFString appends s as a Structured Field String (RFC 9651, Section
+// 3.3.3): quoted, with '"' and '\' escaped; other bytes outside 0x20-0x7E
+// become '?'.
+func appendSFString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			dst = append(dst, '?')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
