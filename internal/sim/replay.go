@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// exact is the reference: the instants of the requests counted in the
+// sliding window, as integers, so the count has no rounding at all.
+type exact struct {
+	at   []int64
+	head int // at[head:] are inside the window
+}
+
+// count returns the number of counted requests in (now − w, now].
+func (e *exact) count(now, w int64) int64 {
+	for e.head < len(e.at) && e.at[e.head] <= now-w {
+		e.head++
+	}
+	if e.head > 1024 && e.head*2 > len(e.at) {
+		e.at = e.at[:copy(e.at, e.at[e.head:])]
+		e.head = 0
+	}
+	return int64(len(e.at) - e.head)
+}
+
+func (e *exact) add(now int64) { e.at = append(e.at, now) }
+
+func (e *exact) reset() { e.at, e.head = e.at[:0], 0 }
+
+// tally is one algorithm's counts over some sources.
+type tally struct {
+	requests          int64
+	limited           int64 // requests the algorithm limits
+	exactLimited      int64 // requests the exact reference limits
+	wronglyAllowed    int64
+	wronglyDenied     int64
+	diff              sum // Σ |estimate − real| / real
+	sourcesLimited    int64
+	sourcesOver       int64
+	falselyLimited    int64
+	falselyLetThrough int64
+	worstMiss         int64 // highest real count of a source falsely let through
+}
+
+func (t *tally) add(o *tally) {
+	t.requests += o.requests
+	t.limited += o.limited
+	t.exactLimited += o.exactLimited
+	t.wronglyAllowed += o.wronglyAllowed
+	t.wronglyDenied += o.wronglyDenied
+	t.diff.add(o.diff.value())
+	t.sourcesLimited += o.sourcesLimited
+	t.sourcesOver += o.sourcesOver
+	t.falselyLimited += o.falselyLimited
+	t.falselyLetThrough += o.falselyLetThrough
+	t.worstMiss = max(t.worstMiss, o.worstMiss)
+}
+
+// sum is a Neumaier-compensated float64 sum: ten million relative
+// differences add up without drift.
+type sum struct{ s, c float64 }
+
+func (s *sum) add(x float64) {
+	t := s.s + x
+	if abs(s.s) >= abs(x) {
+		s.c += (s.s - t) + x
+	} else {
+		s.c += (x - t) + s.s
+	}
+	s.s = t
+}
+
+func (s *sum) value() float64 { return s.s + s.c }
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// replayer runs one source's requests through every algorithm and the
+// reference. One replayer per worker; it reuses its buffers across sources.
+type replayer struct {
+	p       algo.Params
+	names   []string
+	enforce bool
+	states  []algo.State
+	refs    []exact // one shared in shadow mode, one per algorithm when enforcing
+	limited []bool  // per algorithm: limited some request of this source
+	over    []bool  // per reference: really over at some request
+	peak    []int64 // per reference: highest real count
+}
+
+func newReplayer(p algo.Params, names []string, enforce bool) (*replayer, error) {
+	nref := 1
+	if enforce {
+		nref = len(names)
+	}
+	r := &replayer{p: p, names: names, enforce: enforce, states: make([]algo.State, len(names)),
+		refs: make([]exact, nref), limited: make([]bool, len(names)), over: make([]bool, nref), peak: make([]int64, nref)}
+	for _, name := range names {
+		if algo.New(name) == nil {
+			return nil, fmt.Errorf("sim: unknown algorithm %q (want sliding-window, buckets, log, decay or gcra)", name)
+		}
+	}
+	return r, nil
+}
+
+// Point is one request of a watched source, replayed in shadow mode: its
+// instant, the real rate and every algorithm's estimate (in the order of
+// Options.Algorithms), both counting the request itself.
+type Point struct {
+	At       int64     // µs
+	Real     int64     // requests in (At − Window, At]
+	Estimate []float64 // Used + 1 per algorithm
+}
+
+// source replays the requests at (ascending) into out, one tally per
+// algorithm, and returns the points when watch is set.
+func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
+	for k, name := range r.names {
+		r.states[k], r.limited[k] = algo.New(name), false
+	}
+	for k := range r.refs {
+		r.refs[k].reset()
+		r.over[k], r.peak[k] = false, 0
+	}
+	var points []Point
+	for _, now := range at {
+		var pt *Point
+		if watch {
+			points = append(points, Point{At: now, Estimate: make([]float64, len(r.names))})
+			pt = &points[len(points)-1]
+		}
+		r.request(now, out, pt)
+	}
+	r.closeSource(out)
+	return points
+}
+
+// request decides one request at now with every algorithm and compares
+// each verdict and estimate with the reference's.
+func (r *replayer) request(now int64, out []tally, pt *Point) {
+	w, rate := r.p.Window, r.p.Rate
+	var real int64
+	for k, s := range r.states {
+		ref := k
+		if !r.enforce {
+			ref = 0
+		}
+		if k == 0 || r.enforce {
+			real = r.refs[ref].count(now, w) + 1
+			r.over[ref] = r.over[ref] || real > rate
+			r.peak[ref] = max(r.peak[ref], real)
+		}
+		res := s.Eval(r.p, now, 1)
+		est := res.Used + 1
+		t := &out[k]
+		t.requests++
+		t.diff.add(abs(est-float64(real)) / float64(real))
+		reallyOver := real > rate
+		switch {
+		case !res.Allowed && !reallyOver:
+			t.wronglyDenied++
+		case res.Allowed && reallyOver:
+			t.wronglyAllowed++
+		}
+		if reallyOver {
+			t.exactLimited++
+		}
+		if !res.Allowed {
+			t.limited++
+			r.limited[k] = true
+		}
+		if pt != nil {
+			pt.Real, pt.Estimate[k] = real, est
+		}
+		if !r.enforce || res.Allowed {
+			s.Record(r.p, now, 1)
+			if r.enforce {
+				r.refs[ref].add(now)
+			}
+		}
+	}
+	if !r.enforce {
+		r.refs[0].add(now)
+	}
+}
+
+// closeSource adds the source-level verdicts of the source just replayed.
+func (r *replayer) closeSource(out []tally) {
+	for k := range r.names {
+		ref := 0
+		if r.enforce {
+			ref = k
+		}
+		t, over := &out[k], r.over[ref]
+		if r.limited[k] {
+			t.sourcesLimited++
+		}
+		if over {
+			t.sourcesOver++
+		}
+		switch {
+		case r.limited[k] && !over:
+			t.falselyLimited++
+		case !r.limited[k] && over:
+			t.falselyLetThrough++
+			t.worstMiss = max(t.worstMiss, r.peak[ref])
+		}
+	}
+}

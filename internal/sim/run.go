@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Workload is a set of independent sources of requests. Implementations
+// must be safe for concurrent use: Run asks for several sources at once.
+type Workload interface {
+	// Sources returns the number of sources.
+	Sources() int
+	// Requests appends source i's request instants, in µs, ascending, to
+	// buf and returns the extended slice.
+	Requests(buf []int64, i int) []int64
+}
+
+// Algorithms returns the names of the five algorithms, the default first:
+// what Run compares when Options.Algorithms is empty.
+func Algorithms() []string {
+	return []string{"sliding-window", "buckets", "log", "decay", "gcra"}
+}
+
+// Options tune Run. The zero value compares every algorithm in shadow mode
+// on every core.
+type Options struct {
+	// Algorithms to compare with the exact reference, by name (see
+	// algo.New). Default: Algorithms().
+	Algorithms []string
+	// Enforce replays in enforcing mode: a request an algorithm limits is
+	// not recorded by it, and its reference counts only what it admitted.
+	// Default false: shadow mode, where every request is recorded.
+	Enforce bool
+	// Workers is the number of goroutines replaying sources. Default
+	// runtime.GOMAXPROCS(0).
+	Workers int
+	// Watch lists sources whose every request Run keeps as a Point (in
+	// shadow mode, whatever Enforce says), for a plot. Default none.
+	Watch []int
+}
+
+// chunk is the number of consecutive sources a worker takes at a time.
+// Results are merged chunk by chunk in source order, so a report does not
+// depend on the number of workers or their scheduling.
+const chunk = 64
+
+// Run replays every source of w through each algorithm under the limit p
+// (Rate per Window, Bucket for the buckets algorithm) and compares it with
+// the exact sliding log. Sources are independent: workers take them in
+// chunks, and memory holds one source per worker at a time. It stops early
+// when ctx is done, with ctx's error.
+func Run(ctx context.Context, w Workload, p algo.Params, o Options) (*Report, error) {
+	names := o.Algorithms
+	if len(names) == 0 {
+		names = Algorithms()
+	}
+	if err := validParams(p); err != nil {
+		return nil, err
+	}
+	if _, err := newReplayer(p, names, false); err != nil {
+		return nil, err
+	}
+	watch := make(map[int]int, len(o.Watch))
+	for slot, i := range o.Watch {
+		if i < 0 || i >= w.Sources() {
+			return nil, fmt.Errorf("sim: watched source %d out of range [0, %d)", i, w.Sources())
+		}
+		watch[i] = slot
+	}
+	r := &run{w: w, p: p, names: names, enforce: o.Enforce, watch: watch,
+		chunks: make([][]tally, (w.Sources()+chunk-1)/chunk), series: make([]Series, len(o.Watch))}
+	if err := r.start(ctx, o.Workers); err != nil {
+		return nil, err
+	}
+	return r.report(), nil
+}
+
+func validParams(p algo.Params) error {
+	switch {
+	case p.Rate <= 0 || p.Window <= 0:
+		return fmt.Errorf("sim: limit %d per %d µs: rate and window must be positive", p.Rate, p.Window)
+	case p.Bucket <= 0 || p.Window%p.Bucket != 0:
+		return fmt.Errorf("sim: bucket %d µs must be positive and divide the window %d µs", p.Bucket, p.Window)
+	}
+	return nil
+}
+
+// run is one Run in progress.
+type run struct {
+	w       Workload
+	p       algo.Params
+	names   []string
+	enforce bool
+	watch   map[int]int // source → slot in series
+	next    atomic.Int64
+	chunks  [][]tally // per chunk, per algorithm
+	series  []Series  // per watched source; each written by one worker
+}
+
+func (r *run) start(ctx context.Context, workers int) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Go(func() { errs[k] = r.work(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// work replays chunks until none is left.
+func (r *run) work(ctx context.Context) error {
+	rp, _ := newReplayer(r.p, r.names, r.enforce)
+	var shadow *replayer
+	if r.enforce && len(r.watch) > 0 {
+		shadow, _ = newReplayer(r.p, r.names, false)
+	}
+	var buf []int64
+	for ctx.Err() == nil {
+		c := int(r.next.Add(1) - 1)
+		if c >= len(r.chunks) {
+			return nil
+		}
+		out := make([]tally, len(r.names))
+		for i := c * chunk; i < min(r.w.Sources(), (c+1)*chunk); i++ {
+			buf = r.w.Requests(buf[:0], i)
+			if !slices.IsSorted(buf) {
+				return fmt.Errorf("sim: source %d: request instants are not in ascending order", i)
+			}
+			slot, watched := r.watch[i]
+			points := rp.source(buf, out, watched && !r.enforce)
+			if watched && r.enforce {
+				points = shadow.source(buf, make([]tally, len(r.names)), true)
+			}
+			if watched {
+				r.series[slot] = Series{Source: i, Points: points}
+			}
+		}
+		r.chunks[c] = out
+	}
+	return ctx.Err()
+}
+
+// report merges the chunks in order.
+func (r *run) report() *Report {
+	total := make([]tally, len(r.names))
+	for _, c := range r.chunks {
+		for k := range total {
+			total[k].add(&c[k])
+		}
+	}
+	mode := "shadow"
+	if r.enforce {
+		mode = "enforce"
+	}
+	rep := &Report{Mode: mode, Rate: r.p.Rate, Window: r.p.Window, Sources: r.w.Sources(),
+		Requests: total[0].requests, Series: r.series}
+	for k, t := range total {
+		rep.Results = append(rep.Results, t.result(r.names[k], r.p.Rate))
+	}
+	return rep
+}
