@@ -57,8 +57,9 @@ type Middleware struct {
 	// Its capacity equals its length, so a handler that appends to the
 	// header reallocates instead of writing into the shared array.
 	policy []string
-	// items are the limits' labels encoded as Structured Field Strings.
-	items []string
+	// labels are the limits' labels, and items the same encoded as
+	// Structured Field Strings.
+	labels, items []string
 	pool  sync.Pool
 }
 
@@ -105,6 +106,7 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 		m.policy = []string{string(v)}
 	}
 	for _, l := range m.limits {
+		m.labels = append(m.labels, l.Label())
 		m.items = append(m.items, string(appendSFString(nil, l.Label())))
 	}
 	m.pool.New = func() any { return &state{hits: m.hits("")} }
@@ -189,7 +191,7 @@ func (m *Middleware) deny(w http.ResponseWriter, c sluice.Check, s *state) {
 	m.setFields(h, c, s)
 	s.buf = appendRetryAfter(s.buf[:0], &s.d)
 	h[FieldRetryAfter] = []string{string(s.buf)}
-	p := deniedProblem(m.opts.DenyStatus, c, &s.d, s.violated)
+	p := deniedProblem(m.opts.DenyStatus, c, &s.d, s.violated, m.labels)
 	s.violated = p.ViolatedPolicies
 	s.buf = writeProblem(w, &p, s.buf)
 }

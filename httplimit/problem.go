@@ -85,14 +85,22 @@ func (p *Problem) AppendJSON(dst []byte) []byte {
 // denied. The body never contains the key: it may be a secret token.
 func WriteDenied(w http.ResponseWriter, status int, c sluice.Check, d *sluice.Decision) {
 	SetFields(w.Header(), c, d)
-	p := deniedProblem(status, c, d, nil)
+	p := deniedProblem(status, c, d, nil, nil)
 	WriteProblem(w, &p)
 }
 
-func deniedProblem(status int, c sluice.Check, d *sluice.Decision, violated []string) Problem {
+// deniedProblem builds the problem of a denial, appending the violated
+// policies to violated[:0]. labels holds the hits' labels, or is nil to
+// compute them.
+func deniedProblem(status int, c sluice.Check, d *sluice.Decision, violated, labels []string) Problem {
 	violated = violated[:0]
 	for i, h := range c.Hits {
-		if i < len(d.Hits) && !d.Hits[i].Allowed && !d.Hits[i].Shadow && !c.Shadow && !h.Limit.Shadow {
+		if i >= len(d.Hits) || d.Hits[i].Allowed || d.Hits[i].Shadow || c.Shadow || h.Limit.Shadow {
+			continue
+		}
+		if labels != nil {
+			violated = append(violated, labels[i])
+		} else {
 			violated = append(violated, h.Limit.Label())
 		}
 	}
