@@ -1,0 +1,5 @@
+package bench
+
+import "github.com/sluicehq/sluice/internal/redistest"
+
+func sluiceRedisContenders(*redistest.Server) []contenderSpec { return nil }
