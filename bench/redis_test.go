@@ -246,4 +246,3 @@ func memoryUsage(b *testing.B, srv *redistest.Server) (bytes, keys int64) {
 		cursor = entry.Cursor
 	}
 }
-
