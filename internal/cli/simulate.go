@@ -121,7 +121,7 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 	}
 	elapsed := time.Since(began)
 	if f.plot != "" {
-		if err := writePlot(f.plot, tr, report, f); err != nil {
+		if err := writePlot(f.plot, tr, report, p, f.algorithms); err != nil {
 			return err
 		}
 	}
@@ -152,6 +152,46 @@ func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, elapsed tim
 	return enc.Encode(out)
 }
 
-func writePlot(path string, tr *sim.Trace, report *sim.Report, f simulateFlags) error {
-	return os.WriteFile(path, nil, 0o644)
+// writePlot draws the watched sources (steady under, steady over, bursty):
+// the steady ones from just before their first request over six windows,
+// where the estimates ramp up, the bursty one over three windows around its
+// highest real rate.
+func writePlot(path string, tr *sim.Trace, report *sim.Report, p algo.Params, names []string) error {
+	var panels []sim.Panel
+	for _, s := range report.Series {
+		if len(s.Points) == 0 {
+			continue
+		}
+		pn := sim.Panel{Series: s, From: s.Points[0].At - p.Window/2, To: s.Points[0].At + 6*p.Window}
+		switch c := tr.Class(s.Source); c {
+		case sim.SteadyUnder, sim.SteadyOver:
+			pn.Title = fmt.Sprintf("source %d: %s, a steady %.0f%% of the limit", s.Source, c, 100*tr.Factor(s.Source))
+		default:
+			peak := s.Points[0]
+			for _, pt := range s.Points {
+				if pt.Real > peak.Real {
+					peak = pt
+				}
+			}
+			first := peak.At // the burst's first request still in the window at its peak
+			for _, pt := range s.Points {
+				if pt.At > peak.At-p.Window && pt.Real > 0 {
+					first = pt.At
+					break
+				}
+			}
+			pn.From, pn.To = first-p.Window/4, first+11*p.Window/4
+			pn.Title = fmt.Sprintf("source %d: %s, %d requests in bursts; its highest burst", s.Source, c, tr.Size(s.Source))
+		}
+		panels = append(panels, pn)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sim.WritePlot(fh, p, names, panels); err != nil {
+		fh.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return fh.Close()
 }

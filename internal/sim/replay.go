@@ -109,17 +109,23 @@ func newReplayer(p algo.Params, names []string, enforce bool) (*replayer, error)
 	return r, nil
 }
 
-// Point is one request of a watched source, replayed in shadow mode: its
-// instant, the real rate and every algorithm's estimate (in the order of
-// Options.Algorithms), both counting the request itself.
+// Point is one instant of a watched source, replayed in shadow mode: a
+// request or a sample between requests. Both Real and Estimate are the
+// usage just after the instant: at a request they count the request
+// itself (Used + 1); at a sample they are the usage then.
 type Point struct {
 	At       int64     // µs
-	Real     int64     // requests in (At − Window, At]
-	Estimate []float64 // Used + 1 per algorithm
+	Real     int64     // requests in (At − Window, At], exactly
+	Estimate []float64 // per algorithm, in the order of Options.Algorithms
 }
 
+// maxSamples bounds the samples of one watched source.
+const maxSamples = 20_000
+
 // source replays the requests at (ascending) into out, one tally per
-// algorithm, and returns the points when watch is set.
+// algorithm. When watch is set it also returns the points: every request,
+// plus samples every W/120 from the first request to two windows after the
+// last, when every algorithm has forgotten the source.
 func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
 	for k, name := range r.names {
 		r.states[k], r.limited[k] = algo.New(name), false
@@ -128,17 +134,38 @@ func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
 		r.refs[k].reset()
 		r.over[k], r.peak[k] = false, 0
 	}
+	if len(at) == 0 {
+		return nil
+	}
 	var points []Point
+	end := at[len(at)-1] + 2*r.p.Window
+	step := max(1, r.p.Window/120, (end-at[0])/maxSamples)
+	next := at[0] + step
 	for _, now := range at {
 		var pt *Point
 		if watch {
+			for ; next < now; next += step {
+				points = append(points, r.sample(next))
+			}
 			points = append(points, Point{At: now, Estimate: make([]float64, len(r.names))})
 			pt = &points[len(points)-1]
 		}
 		r.request(now, out, pt)
 	}
+	for ; watch && next <= end; next += step {
+		points = append(points, r.sample(next))
+	}
 	r.closeSource(out)
 	return points
+}
+
+// sample returns the usage at now, between requests, in shadow mode.
+func (r *replayer) sample(now int64) Point {
+	pt := Point{At: now, Real: r.refs[0].count(now, r.p.Window), Estimate: make([]float64, len(r.names))}
+	for k, s := range r.states {
+		pt.Estimate[k] = s.Eval(r.p, now, 0).Used
+	}
+	return pt
 }
 
 // request decides one request at now with every algorithm and compares
