@@ -1,0 +1,248 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestExampleFile(t *testing.T) {
+	c, err := Load("../../examples/sluice.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(c.Zones), 5; got != want {
+		t.Fatalf("zones: got %d, want %d", got, want)
+	}
+	tok := c.Zone("per-token")
+	if tok == nil || tok.Failure != FailClosed || tok.Key.Parts[0] != (KeyPart{Kind: Query, Name: "token"}) {
+		t.Errorf("per-token: got %+v", tok)
+	}
+	day := tok.Limits[1]
+	if day.Name != "day" || day.Algorithm != sluice.Buckets || day.Resolution != time.Hour || day.Rate != 5000 || day.Window != 24*time.Hour {
+		t.Errorf("per-token day limit: got %+v", day)
+	}
+	if got := tok.Limits[0].Algorithm; got != sluice.SlidingWindow {
+		t.Errorf("per-token minute algorithm: got %q", got)
+	}
+	if c.Zone("login-trial").Limits[0].Shadow != true {
+		t.Error("login-trial: zone shadow not applied to its limit")
+	}
+	if got := c.Listeners[1]; got.Serve != ProxyRole || got.WriteTimeout != 2*time.Minute || got.MaxBodyBytes != DefaultProxyMaxBodyBytes {
+		t.Errorf("proxy listener: got %+v", got)
+	}
+	if got, want := c.TrustedProxies[0], netip.MustParsePrefix("127.0.0.1/32"); got != want {
+		t.Errorf("trusted_proxies[0]: got %v, want %v", got, want)
+	}
+	if got := c.Proxy.Rules[3].PathPrefix; got != "/" {
+		t.Errorf("rules[3].path_prefix: got %q", got)
+	}
+	if c.Proxy.Rules[0].Methods[1] != "PUT" || c.Proxy.Upstream.Host != "127.0.0.1:9000" {
+		t.Errorf("proxy: got %+v", c.Proxy)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("min.yaml", []byte("zones:\n  - name: a\n    limits: 5r/s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Listeners[0]
+	if l.Addr != DefaultAddr || l.Serve != API || l.ReadHeaderTimeout != DefaultReadHeaderTimeout ||
+		l.WriteTimeout != DefaultAPIWriteTimeout || l.IdleTimeout != DefaultIdleTimeout || l.MaxBodyBytes != DefaultAPIMaxBodyBytes {
+		t.Errorf("listener defaults: got %+v", l)
+	}
+	if c.Store.Kind != Memory || c.Store.Timeout != DefaultStoreTimeout || c.Store.Prefix != DefaultStorePrefix {
+		t.Errorf("store defaults: got %+v", c.Store)
+	}
+	z := c.Zones[0]
+	if z.Failure != FailOpen || len(z.Key.Parts) != 1 || z.Key.Parts[0].Kind != ClientAddress || z.Limits[0].Algo() != sluice.SlidingWindow {
+		t.Errorf("zone defaults: got %+v", z)
+	}
+	if c.Log.Format != Text || c.Proxy.Headers != HeadersAlways {
+		t.Errorf("log/proxy defaults: got %+v %+v", c.Log, c.Proxy)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	z := c.Zone(DemoZone)
+	if z == nil || len(z.Limits) != 1 || z.Limits[0].String() != "10r/m" {
+		t.Fatalf("demo zone: got %+v", z)
+	}
+	if c.Listeners[0].Addr != "127.0.0.1:8080" || c.Store.Kind != Memory {
+		t.Errorf("got %+v", c)
+	}
+}
+
+func TestStoreKinds(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want StoreKind
+	}{
+		{"url: memory", Memory},
+		{"url: redis://:secret@localhost:6379/2", Redis},
+		{"url: rediss://cache.example.com:6380", Redis},
+		{"sentinel: {master: mymaster, addrs: [10.0.0.1:26379, 10.0.0.2:26379]}", Sentinel},
+		{"cluster: [10.0.0.1:7000, 10.0.0.2:7000]", Cluster},
+	} {
+		c, err := Parse("s.yaml", []byte("store: {"+tt.yaml+"}\nzones: [{name: a, limits: 1r/s}]\n"))
+		if err != nil {
+			t.Errorf("%s: %v", tt.yaml, err)
+			continue
+		}
+		if c.Store.Kind != tt.want {
+			t.Errorf("%s: kind %q, want %q", tt.yaml, c.Store.Kind, tt.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	const zone = "zones:\n  - name: a\n    limits: 1r/s\n"
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"empty", "", "c.yaml: the file is empty"},
+		{"syntax", "zones: [\n  - a: b\n", "c.yaml:"},
+		{"not a mapping", "- a\n", "want a mapping"},
+		{"unknown top field", "zone:\n  - name: a\n", `c.yaml:1: zone: unknown field "zone" (want one of listeners, log, proxy, store, trusted_proxies, zones)`},
+		{"zero rate", "zones:\n  - name: a\n    limits: [10r/s]\n  - name: b\n    limits: [10r/s]\n  - name: c\n    limits:\n      - 0r/m\n",
+			`c.yaml:8: zones[2].limits[0]: limit "0r/m": rate must be > 0`},
+		{"bad spec string", "zones:\n  - name: a\n    limits: 10 per minute\n", `c.yaml:3: zones[0].limits: limit "10 per minute": missing "r/"`},
+		{"unknown unit", "zones:\n  - name: a\n    limits: [10r/w]\n", `c.yaml:3: zones[0].limits[0]: limit "10r/w": period "w"`},
+		{"no zones", "store: {url: memory}\n", "zones: at least one zone is required"},
+		{"no limits", "zones:\n  - name: a\n", "c.yaml:2: zones[0].limits: at least one limit is required"},
+		{"duplicate zone", zone + "  - name: a\n    limits: 2r/s\n", `c.yaml:4: zones[1].name: zone "a" is also defined at zones[0]`},
+		{"bad zone name", "zones:\n  - name: 'a b'\n    limits: 1r/s\n", `zones[0].name: name "a b"`},
+		{"bad algorithm", "zones:\n  - name: a\n    limits: 1r/s\n    algorithm: leaky\n", `c.yaml:4: zones[0].algorithm: unknown algorithm "leaky"`},
+		{"resolution does not divide", "zones:\n  - name: a\n    limits: 10r/m\n    algorithm: buckets\n    resolution: 7s\n", "does not divide the window"},
+		{"log rate too high", "zones:\n  - name: a\n    limits: [{spec: 20000r/s, algorithm: log}]\n", "a log limit's rate must be <= 10000"},
+		{"shared counters", "zones:\n  - name: a\n    limits: 1r/s, 2r/s\n", "would share its counters"},
+		{"missing spec", "zones:\n  - name: a\n    limits: [{name: x}]\n", "c.yaml:3: zones[0].limits[0]: missing spec"},
+		{"bad key", "zones:\n  - name: a\n    limits: 1r/s\n    key: ip\n", `c.yaml:4: zones[0].key: unknown key source "ip"`},
+		{"bad key in list", "zones:\n  - name: a\n    limits: 1r/s\n    key: [client-address, \"header:a b\"]\n", `c.yaml:4: zones[0].key[1]: key source "header:a b"`},
+		{"bad failure", zone + "    failure: maybe\n", `c.yaml:4: zones[0].failure: unknown failure policy "maybe"`},
+		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
+		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
+		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a redis://`},
+		{"password hidden", zone + "store: {url: 'mysql://u:hunter2@x'}\n", "xxxxx"},
+		{"two stores", zone + "store: {url: 'redis://x:1', cluster: ['a:1']}\n", "set only one of url, sentinel or cluster"},
+		{"sentinel half", zone + "store: {sentinel: {master: m}}\n", "store.sentinel: needs both master and addrs"},
+		{"cluster seed", zone + "store: {cluster: [nohost]}\n", `store.cluster[0]: "nohost" is not host:port`},
+		{"store timeout", zone + "store: {timeout: 1m}\n", "store.timeout: 1m0s is longer than 5s"},
+		{"bad duration", zone + "store: {timeout: fast}\n", `store.timeout: want a duration such as 50ms or 30s, got "fast"`},
+		{"bad log", zone + "log: {format: xml, level: loud}\n", "log.level: unknown log level"},
+		{"bad listener", zone + "listeners: [{addr: 'localhost'}]\n", `listeners[0].addr: "localhost" is not host:port`},
+		{"bad role", zone + "listeners: [{addr: ':1', serve: grpc}]\n", `listeners[0].serve: unknown role "grpc"`},
+		{"duplicate listener", zone + "listeners: [{addr: ':1'}, {addr: ':1'}]\n", `listeners[1].addr: ":1" is also the address of listeners[0]`},
+		{"negative body", zone + "listeners: [{addr: ':1', max_body_bytes: -1}]\n", "max_body_bytes: must be >= 0"},
+		{"proxy without listener", zone + "proxy: {upstream: 'http://x'}\n", "proxy is configured but no listener has serve: proxy"},
+		{"listener without proxy", zone + "listeners: [{addr: ':1', serve: proxy}]\n", "a listener serves proxy but proxy has no upstream"},
+		{"unknown rule zone", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy:\n  upstream: http://x\n  rules:\n    - zones: [a, b]\n", `c.yaml:8: proxy.rules[0].zones[1]: unknown zone "b"`},
+		{"rule without upstream", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy:\n  rules:\n    - zones: [a]\n", "proxy.rules[0]: no upstream"},
+		{"bad upstream", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'ftp://x'}\n", `proxy.upstream: upstream "ftp://x" is not an http://`},
+		{"bad path prefix", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'http://x', rules: [{path_prefix: api}]}\n", `path_prefix: "api" must start with /`},
+		{"bad host", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'http://x', rules: [{host: 'a.com:80'}]}\n", `host: "a.com:80" is not a host name`},
+		{"group mismatch", "zones:\n  - {name: a, limits: 1r/s, group: g}\n  - {name: b, limits: 1r/s, group: h}\nlisteners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'http://x', rules: [{zones: [a, b]}]}\n", "zones checked together share one group"},
+		{"duplicate field", "zones:\n  - name: a\n    name: b\n    limits: 1r/s\n", `c.yaml:3: zones[0].name: field "name" given twice`},
+		{"nested aliases do not expand", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\nzones: [{name: z, limits: 1r/s, key: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]}]\n", "more problems not shown"},
+		{"too many nodes", "z: &z {name: a, limits: &l [1r/s, 1r/m, 1r/h], key: &k [client-address, header:X], shadow: false}\nzones: [" + strings.Repeat("*z, ", 20000) + "]\n", "configuration too complex"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %q, want it to contain %q", err, tt.want)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("error %v is not a *config.Error", err)
+			}
+		})
+	}
+}
+
+func TestErrorsReportedTogether(t *testing.T) {
+	_, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 0r/s\n    shadow: x\n"))
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:3:") || !strings.Contains(err.Error(), "c.yaml:4:") {
+		t.Errorf("got %v, want problems on lines 3 and 4", err)
+	}
+}
+
+func TestAliasesExpand(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: &l [5r/s]\n  - name: b\n    limits: *l\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Zones[1].Limits[0].Rate != 5 {
+		t.Errorf("got %+v", c.Zones[1])
+	}
+}
+
+func TestOverride(t *testing.T) {
+	c := Default()
+	err := c.Override(Overrides{Listen: "127.0.0.1:0", Store: "redis://localhost:6379", LogFormat: "json", LogLevel: "debug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listeners[0].Addr != "127.0.0.1:0" || c.Store.Kind != Redis || c.Log.Format != JSON || c.Log.Level.String() != "DEBUG" {
+		t.Errorf("got %+v %+v %+v", c.Listeners, c.Store, c.Log)
+	}
+	for _, o := range []Overrides{{Listen: "nope"}, {Store: "http://x"}, {LogFormat: "xml"}, {LogLevel: "loud"}} {
+		if err := Default().Override(o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(t.TempDir() + "/missing.yaml")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("got %v, want ErrNotExist", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile("../../examples/sluice.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	f.Add([]byte("zones: [{name: a, limits: 1r/s}]"))
+	f.Add([]byte("zones:\n  - name: a\n    limits: [{spec: 10r/m, algorithm: buckets, resolution: 6s}]\n    key: {from: [header:X, query:t], trusted_proxies: [::1]}\n"))
+	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte("{"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.yaml", data)
+		if err != nil {
+			if c != nil {
+				t.Fatal("config returned with an error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is not a *config.Error", err)
+			}
+			return
+		}
+		for _, z := range c.Zones {
+			if len(z.Limits) == 0 || len(z.Key.Parts) == 0 || z.Failure == "" {
+				t.Fatalf("zone %q not defaulted: %+v", z.Name, z)
+			}
+			for _, l := range z.Limits {
+				if err := l.Validate(); err != nil {
+					t.Fatalf("zone %q: invalid limit accepted: %v", z.Name, err)
+				}
+			}
+		}
+		if len(c.Listeners) == 0 {
+			t.Fatal("no listeners")
+		}
+	})
+}

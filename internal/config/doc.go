@@ -1,0 +1,35 @@
+// Package config reads the sluice server's YAML configuration into
+// validated values: the store, logging, listeners, zones and proxy rules.
+//
+// Parse is pure: it takes the bytes and a name for messages and does no
+// I/O; Load is the one wrapper that reads a file. Every problem is an
+// *Error that names the file, the line and the path of the value, such as
+//
+//	sluice.yaml:12: zones[2].limits[0]: limit "0r/m": rate must be > 0
+//
+// and all problems found in one pass are reported together (at most 20).
+// The reference of every option, with its default, is docs/server.md.
+//
+// Decisions where the design was silent:
+//
+//   - The file is walked as a yaml.Node tree rather than decoded into
+//     tagged structs, so that every problem carries its line, unknown
+//     fields are errors (a typo never silently means "default"), and
+//     repeated fields are errors. Anchors and aliases work; the walk
+//     counts nodes after alias expansion and stops at 100,000.
+//   - Cross-section checks (unknown zones in rules, duplicate names,
+//     groups) run only when every field parsed, so one typo does not
+//     cascade into unrelated messages.
+//   - A zone's limits inherit the zone's algorithm, resolution and shadow
+//     flag; a limit's own setting wins. Two limits of one zone that would
+//     share counters (same algorithm and window) or the same label are an
+//     error, because headers and metrics tell limits apart by label.
+//   - A key source is a list of parts combined in order. Zones use the
+//     global trusted_proxies list unless their key names its own.
+//   - A store timeout longer than 5s is rejected: store calls should take
+//     milliseconds, and the failure policy exists for slow stores.
+//   - Zone names are letters, digits, '.', '_' and '-' (at most 64 bytes):
+//     they appear in URLs, metric labels and Redis keys.
+//   - Configuring proxy rules without a proxy listener, or a proxy listener
+//     without rules or upstream, is an error rather than a silent no-op.
+package config

@@ -1,0 +1,77 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Error is one problem in a configuration, located by file, line and path.
+type Error struct {
+	// File is the configuration's name; may be empty.
+	File string
+	// Line is the 1-based line of the offending node, or 0 when unknown
+	// (a value given by a flag or an environment variable).
+	Line int
+	// Path locates the value, such as "zones[2].limits[0]".
+	Path string
+	// Problem says what is wrong.
+	Problem string
+}
+
+// Error formats e as "file:line: path: problem", omitting what is unknown.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Problem)
+	return b.String()
+}
+
+// maxErrors bounds the problems reported for one file: past it, the rest
+// are summarized in one line.
+const maxErrors = 20
+
+// errorList collects problems in the order they are found.
+type errorList struct {
+	file string
+	errs []*Error
+}
+
+func (l *errorList) add(line int, path, format string, args ...any) {
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil, or every problem joined; each is an *Error for
+// errors.As.
+func (l *errorList) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	n := min(len(l.errs), maxErrors)
+	errs := make([]error, 0, n+1)
+	for _, e := range l.errs[:n] {
+		errs = append(errs, e)
+	}
+	if len(l.errs) > n {
+		errs = append(errs, fmt.Errorf("%s: %d more problems not shown", l.file, len(l.errs)-n))
+	}
+	return errors.Join(errs...)
+}
+
+// problem turns an error from package sluice into the text of an Error,
+// without the package's generic prefix.
+func problem(err error) string {
+	return strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": ")
+}

@@ -1,0 +1,235 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileSize is the largest configuration Parse accepts, in bytes.
+const MaxFileSize = 4 << 20
+
+// Load reads and parses the file at path. Problems name the path as given.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a YAML configuration. file names it in
+// problems. The error, if any, joins one *Error per problem (at most 20),
+// each formatted "file:line: path: problem".
+//
+// Parse does no I/O and is safe for concurrent use.
+func Parse(file string, data []byte) (*Config, error) {
+	w := newWalker(file)
+	if len(data) > MaxFileSize {
+		w.add(0, "", "file is %d bytes, more than %d", len(data), MaxFileSize)
+		return nil, w.err()
+	}
+	root, err := decode(data)
+	if err != nil {
+		w.add(yamlErrorLine(err), "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, w.err()
+	}
+	if root == nil {
+		w.add(0, "", "the file is empty; want at least a zones section")
+		return nil, w.err()
+	}
+	c := &Config{File: file}
+	w.config(root, c)
+	if len(w.errs) == 0 {
+		w.validate(c)
+	}
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decode parses YAML into a node tree; nil for an empty document. yaml.v3
+// has panicked on malformed input in the past: a panic is a parse error
+// here, never a crash of the server that reloads a file.
+func decode(data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: malformed document (%v)", r)
+		}
+	}()
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+		if err.Error() == "EOF" {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, nil
+	}
+	return doc.Content[0], nil
+}
+
+// yamlErrorLine extracts N from yaml.v3's "yaml: line N: ..." messages.
+func yamlErrorLine(err error) int {
+	rest, ok := strings.CutPrefix(err.Error(), "yaml: line ")
+	if !ok {
+		return 0
+	}
+	num, _, _ := strings.Cut(rest, ":")
+	n, _ := strconv.Atoi(num)
+	return n
+}
+
+func (w *walker) config(n *yaml.Node, c *Config) {
+	w.fields(n, "", map[string]func(*yaml.Node, string){
+		"store": func(v *yaml.Node, p string) { w.store(v, p, &c.Store) },
+		"log":   func(v *yaml.Node, p string) { w.log(v, p, &c.Log) },
+		"listeners": func(v *yaml.Node, p string) {
+			w.list(v, p, func(item *yaml.Node, p string) {
+				var l Listener
+				w.listener(item, p, &l)
+				c.Listeners = append(c.Listeners, l)
+			})
+		},
+		"trusted_proxies": func(v *yaml.Node, p string) { c.TrustedProxies = w.prefixes(v, p) },
+		"zones": func(v *yaml.Node, p string) {
+			w.list(v, p, func(item *yaml.Node, p string) {
+				var z Zone
+				w.zone(item, p, &z)
+				c.Zones = append(c.Zones, z)
+			})
+		},
+		"proxy": func(v *yaml.Node, p string) { w.proxy(v, p, &c.Proxy) },
+	})
+}
+
+func (w *walker) store(n *yaml.Node, path string, s *Store) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"url": func(v *yaml.Node, p string) { s.URL = w.str(v, p) },
+		"sentinel": func(v *yaml.Node, p string) {
+			w.fields(v, p, map[string]func(*yaml.Node, string){
+				"master": func(v *yaml.Node, p string) { s.SentinelMaster = w.str(v, p) },
+				"addrs":  func(v *yaml.Node, p string) { s.SentinelAddrs = w.strings(v, p) },
+			})
+		},
+		"cluster":  func(v *yaml.Node, p string) { s.ClusterSeeds = w.strings(v, p) },
+		"password": func(v *yaml.Node, p string) { s.Password = w.str(v, p) },
+		"prefix":   func(v *yaml.Node, p string) { s.Prefix = w.str(v, p) },
+		"timeout":  func(v *yaml.Node, p string) { s.Timeout = w.duration(v, p) },
+		"max_keys": func(v *yaml.Node, p string) { s.MaxKeys = int(min(w.integer(v, p), 1<<40)) },
+	})
+}
+
+func (w *walker) log(n *yaml.Node, path string, l *Log) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"format": func(v *yaml.Node, p string) { l.Format = LogFormat(w.str(v, p)) },
+		"level": func(v *yaml.Node, p string) {
+			level, err := ParseLevel(w.str(v, p))
+			if err != nil {
+				w.add(w.line(p), p, "%v", err)
+			}
+			l.Level = level
+		},
+	})
+}
+
+// ParseLevel parses a log level: debug, info, warn or error (any case).
+// The empty string is info.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if s == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo, fmt.Errorf("unknown log level %q (want debug, info, warn or error)", s)
+	}
+	return l, nil
+}
+
+func (w *walker) listener(n *yaml.Node, path string, l *Listener) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"addr":                func(v *yaml.Node, p string) { l.Addr = w.str(v, p) },
+		"serve":               func(v *yaml.Node, p string) { l.Serve = Role(w.str(v, p)) },
+		"read_header_timeout": func(v *yaml.Node, p string) { l.ReadHeaderTimeout = w.duration(v, p) },
+		"read_timeout":        func(v *yaml.Node, p string) { l.ReadTimeout = w.duration(v, p) },
+		"write_timeout":       func(v *yaml.Node, p string) { l.WriteTimeout = w.duration(v, p) },
+		"idle_timeout":        func(v *yaml.Node, p string) { l.IdleTimeout = w.duration(v, p) },
+		"max_body_bytes":      func(v *yaml.Node, p string) { l.MaxBodyBytes = w.integer(v, p) },
+	})
+}
+
+func (w *walker) prefixes(n *yaml.Node, path string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, s := range w.strings(n, path) {
+		p, err := ParsePrefix(s)
+		if err != nil {
+			w.add(w.line(index(path, i)), index(path, i), "%v", err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ParsePrefix parses a CIDR such as "10.0.0.0/8" or a single address,
+// which is the prefix of its full length.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an IP address", s)
+}
+
+func (w *walker) upstream(n *yaml.Node, path string) *url.URL {
+	s := w.str(n, path)
+	u, err := ParseUpstream(s)
+	if err != nil {
+		w.add(w.line(path), path, "%v", err)
+	}
+	return u
+}
+
+// ParseUpstream parses an upstream URL: http or https with a host.
+func ParseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("upstream %q is not an http:// or https:// URL with a host", s)
+	}
+	return u, nil
+}
+
+func (w *walker) proxy(n *yaml.Node, path string, px *Proxy) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"upstream": func(v *yaml.Node, p string) { px.Upstream = w.upstream(v, p) },
+		"headers":  func(v *yaml.Node, p string) { px.Headers = HeaderMode(w.str(v, p)) },
+		"rules": func(v *yaml.Node, p string) {
+			w.list(v, p, func(item *yaml.Node, p string) {
+				var r Rule
+				w.rule(item, p, &r)
+				px.Rules = append(px.Rules, r)
+			})
+		},
+	})
+}
+
+func (w *walker) rule(n *yaml.Node, path string, r *Rule) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"host":        func(v *yaml.Node, p string) { r.Host = strings.ToLower(w.str(v, p)) },
+		"methods":     func(v *yaml.Node, p string) { r.Methods = w.strings(v, p) },
+		"path_prefix": func(v *yaml.Node, p string) { r.PathPrefix = w.str(v, p) },
+		"zones":       func(v *yaml.Node, p string) { r.Zones = w.strings(v, p) },
+		"upstream":    func(v *yaml.Node, p string) { r.Upstream = w.upstream(v, p) },
+	})
+}

@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxStoreTimeout is the longest store timeout accepted: a rate limiter
+// that waits seconds for its store has already failed its callers.
+const MaxStoreTimeout = 5 * time.Second
+
+// MaxZoneNameLen is the longest zone name, in bytes.
+const MaxZoneNameLen = 64
+
+// validate applies defaults and checks what single fields cannot: kinds,
+// references between sections, uniqueness.
+func (w *walker) validate(c *Config) {
+	w.validateStore(&c.Store)
+	w.validateLog(&c.Log)
+	w.validateListeners(c)
+	w.validateZones(c)
+	w.validateProxy(c)
+}
+
+func (w *walker) validateStore(s *Store) {
+	s.Kind = Memory
+	kinds := 0
+	if s.URL != "" && s.URL != string(Memory) {
+		kinds++
+		s.Kind = Redis
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			w.add(w.line("store.url"), "store.url", "%q is not memory or a redis:// or rediss:// URL with a host", redactURL(s.URL))
+		}
+	}
+	if s.SentinelMaster != "" || len(s.SentinelAddrs) > 0 {
+		kinds++
+		s.Kind = Sentinel
+		if s.SentinelMaster == "" || len(s.SentinelAddrs) == 0 {
+			w.add(w.line("store.sentinel"), "store.sentinel", "needs both master and addrs")
+		}
+		w.hostPorts(s.SentinelAddrs, "store.sentinel.addrs")
+	}
+	if len(s.ClusterSeeds) > 0 {
+		kinds++
+		s.Kind = Cluster
+		w.hostPorts(s.ClusterSeeds, "store.cluster")
+	}
+	if kinds > 1 {
+		w.add(w.line("store"), "store", "set only one of url, sentinel or cluster")
+	}
+	if s.Prefix == "" {
+		s.Prefix = DefaultStorePrefix
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultStoreTimeout
+	}
+	if s.Timeout > MaxStoreTimeout {
+		w.add(w.line("store.timeout"), "store.timeout", "%v is longer than %v; store calls should take milliseconds", s.Timeout, MaxStoreTimeout)
+	}
+}
+
+// redactURL hides a URL's password in messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+func (w *walker) hostPorts(addrs []string, path string) {
+	for i, a := range addrs {
+		if err := checkHostPort(a); err != nil {
+			p := index(path, i)
+			w.add(w.line(p), p, "%v", err)
+		}
+	}
+}
+
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+func (w *walker) validateLog(l *Log) {
+	switch l.Format {
+	case "":
+		l.Format = Text
+	case Text, JSON:
+	default:
+		w.add(w.line("log.format"), "log.format", "unknown format %q (want text or json)", l.Format)
+	}
+}
+
+func (w *walker) validateListeners(c *Config) {
+	if len(c.Listeners) == 0 {
+		c.Listeners = []Listener{{Addr: DefaultAddr, Serve: API}}
+	}
+	seen := map[string]string{}
+	for i := range c.Listeners {
+		l, path := &c.Listeners[i], index("listeners", i)
+		l.setDefaults()
+		if l.Serve != API && l.Serve != ProxyRole {
+			w.add(w.line(path+".serve"), path+".serve", "unknown role %q (want api or proxy)", l.Serve)
+		}
+		if err := checkHostPort(l.Addr); err != nil {
+			w.add(w.line(path+".addr"), path+".addr", "%v", err)
+		} else if prev, dup := seen[l.Addr]; dup && !strings.HasSuffix(l.Addr, ":0") {
+			w.add(w.line(path+".addr"), path+".addr", "%q is also the address of %s", l.Addr, prev)
+		}
+		seen[l.Addr] = path
+	}
+}
+
+func (l *Listener) setDefaults() {
+	if l.Serve == "" {
+		l.Serve = API
+	}
+	l.ReadHeaderTimeout = cmp(l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	l.ReadTimeout = cmp(l.ReadTimeout, DefaultReadTimeout)
+	l.IdleTimeout = cmp(l.IdleTimeout, DefaultIdleTimeout)
+	if l.Serve == ProxyRole {
+		l.WriteTimeout = cmp(l.WriteTimeout, DefaultProxyWriteTimeout)
+		l.MaxBodyBytes = cmp(l.MaxBodyBytes, DefaultProxyMaxBodyBytes)
+	} else {
+		l.WriteTimeout = cmp(l.WriteTimeout, DefaultAPIWriteTimeout)
+		l.MaxBodyBytes = cmp(l.MaxBodyBytes, DefaultAPIMaxBodyBytes)
+	}
+}
+
+// cmp returns v, or def when v is zero.
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (w *walker) validateZones(c *Config) {
+	if len(c.Zones) == 0 {
+		w.add(w.line("zones"), "zones", "at least one zone is required")
+	}
+	seen := map[string]string{}
+	for i := range c.Zones {
+		z, path := &c.Zones[i], index("zones", i)
+		if err := checkZoneName(z.Name); err != nil {
+			w.add(w.line(path), path+".name", "%v", err)
+		} else if prev, dup := seen[z.Name]; dup {
+			w.add(w.line(path+".name"), path+".name", "zone %q is also defined at %s", z.Name, prev)
+		}
+		seen[z.Name] = path
+		w.validateZone(z, path)
+	}
+}
+
+func checkZoneName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("missing name")
+	case len(name) > MaxZoneNameLen:
+		return fmt.Errorf("name %q is longer than %d bytes", name, MaxZoneNameLen)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || i > 0 && strings.ContainsRune("._-", r)
+		if !ok {
+			return fmt.Errorf("name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit", name)
+		}
+	}
+	return nil
+}
+
+func (w *walker) validateZone(z *Zone, path string) {
+	lp := path + ".limits"
+	switch {
+	case len(z.Limits) == 0:
+		w.add(w.line(path), lp, "at least one limit is required, such as limits: [100r/m]")
+	case len(z.Limits) > sluice.MaxHits:
+		w.add(w.line(lp), lp, "%d limits, more than %d", len(z.Limits), sluice.MaxHits)
+	}
+	for i, l := range z.Limits {
+		for j, o := range z.Limits[:i] {
+			switch {
+			case l.Algo() == o.Algo() && l.Window == o.Window && l.Bucket() == o.Bucket():
+				w.add(w.line(lp), index(lp, i), "limit %q would share its counters with limits[%d] (same algorithm and window)", l.Label(), j)
+			case l.Label() == o.Label():
+				w.add(w.line(lp), index(lp, i), "label %q is also used by limits[%d]; give one a name", l.Label(), j)
+			}
+		}
+	}
+	if len(z.Key.Parts) == 0 {
+		z.Key.Parts = []KeyPart{{Kind: ClientAddress}}
+	}
+	switch z.Failure {
+	case "":
+		z.Failure = FailOpen
+	case FailOpen, FailClosed, FailLocal:
+	default:
+		w.add(w.line(path+".failure"), path+".failure", "unknown failure policy %q (want open, closed or local)", z.Failure)
+	}
+}
+
+func (w *walker) validateProxy(c *Config) {
+	px := &c.Proxy
+	switch px.Headers {
+	case "":
+		px.Headers = HeadersAlways
+	case HeadersAlways, HeadersDenied:
+	default:
+		w.add(w.line("proxy.headers"), "proxy.headers", "unknown mode %q (want always or denied)", px.Headers)
+	}
+	proxied := slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Serve == ProxyRole })
+	configured := px.Upstream != nil || len(px.Rules) > 0
+	switch {
+	case proxied && !configured:
+		w.add(w.line("listeners"), "proxy", "a listener serves proxy but proxy has no upstream and no rules")
+	case configured && !proxied:
+		w.add(w.line("proxy"), "proxy", "proxy is configured but no listener has serve: proxy")
+	}
+	for i := range px.Rules {
+		w.validateRule(c, &px.Rules[i], index("proxy.rules", i))
+	}
+}
+
+func (w *walker) validateRule(c *Config, r *Rule, path string) {
+	if r.PathPrefix == "" {
+		r.PathPrefix = "/"
+	}
+	if !strings.HasPrefix(r.PathPrefix, "/") {
+		w.add(w.line(path+".path_prefix"), path+".path_prefix", "%q must start with /", r.PathPrefix)
+	}
+	if h := strings.TrimPrefix(r.Host, "*."); strings.ContainsAny(h, ":/*[] \t") {
+		w.add(w.line(path+".host"), path+".host", "%q is not a host name or *.domain (no port, no scheme)", r.Host)
+	}
+	for i, m := range r.Methods {
+		r.Methods[i] = strings.ToUpper(m)
+		if !validToken(m) {
+			w.add(w.line(index(path+".methods", i)), index(path+".methods", i), "%q is not an HTTP method", m)
+		}
+	}
+	if r.Upstream == nil && c.Proxy.Upstream == nil {
+		w.add(w.line(path), path, "no upstream: set upstream here or proxy.upstream")
+	}
+	w.validateRuleZones(c, r, path+".zones")
+}
+
+func (w *walker) validateRuleZones(c *Config, r *Rule, path string) {
+	hits, group, groupZone := 0, "", ""
+	for i, name := range r.Zones {
+		p := index(path, i)
+		z := c.Zone(name)
+		if z == nil {
+			w.add(w.line(p), p, "unknown zone %q", name)
+			continue
+		}
+		if slices.Index(r.Zones, name) < i {
+			w.add(w.line(p), p, "zone %q is listed twice", name)
+		}
+		hits += len(z.Limits)
+		if z.Group != "" && group != "" && z.Group != group {
+			w.add(w.line(p), p, "zone %q has group %q but zone %q has group %q; zones checked together share one group", name, z.Group, groupZone, group)
+		}
+		if z.Group != "" {
+			group, groupZone = z.Group, name
+		}
+	}
+	if hits > sluice.MaxHits {
+		w.add(w.line(path), path, "the zones have %d limits in all, more than %d per check", hits, sluice.MaxHits)
+	}
+}

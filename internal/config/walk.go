@@ -1,0 +1,205 @@
+package config
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds the nodes one parse visits, aliases included, so that a
+// small file of nested aliases (a "billion laughs") cannot exhaust memory
+// or time.
+const maxNodes = 100_000
+
+// walker reads a yaml.Node tree, recording a problem (with its line) for
+// every node that does not have the expected shape. Its methods return the
+// zero value after recording a problem, so parsing continues and every
+// problem is reported at once.
+type walker struct {
+	errorList
+	visited    int
+	tooComplex bool
+	// lines maps every path visited to its node's line, for problems found
+	// after the walk (duplicate names, unknown zones).
+	lines map[string]int
+}
+
+func newWalker(file string) *walker {
+	return &walker{errorList: errorList{file: file}, lines: map[string]int{}}
+}
+
+// node follows aliases and counts the visit; nil once the budget is spent.
+func (w *walker) node(n *yaml.Node, path string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+		w.visited++
+	}
+	w.visited++
+	if n == nil {
+		return nil
+	}
+	if w.visited >= maxNodes {
+		if !w.tooComplex {
+			w.tooComplex = true
+			w.add(n.Line, path, "configuration too complex: more than %d nodes after expanding aliases", maxNodes)
+		}
+		return nil
+	}
+	w.lines[path] = n.Line
+	return n
+}
+
+func (w *walker) line(path string) int { return w.lines[path] }
+
+// isNull reports whether n is an explicit or implicit YAML null.
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// fields walks a mapping, calling the function registered for each key
+// with the value node and its path. Unknown and repeated keys are
+// problems.
+func (w *walker) fields(n *yaml.Node, path string, fields map[string]func(v *yaml.Node, path string)) {
+	if n = w.node(n, path); n == nil || isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		w.add(n.Line, path, "want a mapping of %s, got %s", strings.Join(sortedKeys(fields), ", "), describe(n))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := k.Value
+		f, ok := fields[name]
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			w.add(k.Line, path, "keys must be plain strings, got %s", describe(k))
+		case !ok:
+			w.add(k.Line, join(path, name), "unknown field %q (want one of %s)", name, strings.Join(sortedKeys(fields), ", "))
+		case seen[name]:
+			w.add(k.Line, join(path, name), "field %q given twice", name)
+		default:
+			seen[name] = true
+			f(v, join(path, name))
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "an unsupported node"
+}
+
+// list walks a sequence, calling f for each item. A null is an empty list.
+func (w *walker) list(n *yaml.Node, path string, f func(item *yaml.Node, path string)) {
+	if n = w.node(n, path); n == nil || isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		w.add(n.Line, path, "want a list, got %s", describe(n))
+		return
+	}
+	for i, item := range n.Content {
+		f(item, index(path, i))
+	}
+}
+
+// str returns a scalar's text; null is "".
+func (w *walker) str(n *yaml.Node, path string) string {
+	if n = w.node(n, path); n == nil || isNull(n) {
+		return ""
+	}
+	if n.Kind != yaml.ScalarNode {
+		w.add(n.Line, path, "want a string, got %s", describe(n))
+		return ""
+	}
+	return n.Value
+}
+
+// strings returns a list of scalars; a single scalar is a list of one.
+func (w *walker) strings(n *yaml.Node, path string) []string {
+	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) {
+		return []string{r.Value}
+	}
+	var out []string
+	w.list(n, path, func(item *yaml.Node, path string) {
+		out = append(out, w.str(item, path))
+	})
+	return out
+}
+
+func (w *walker) boolean(n *yaml.Node, path string) bool {
+	if n = w.node(n, path); n == nil {
+		return false
+	}
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		w.add(n.Line, path, "want true or false, got %s", describe(n))
+	}
+	return b
+}
+
+// integer returns a non-negative integer.
+func (w *walker) integer(n *yaml.Node, path string) int64 {
+	if n = w.node(n, path); n == nil {
+		return 0
+	}
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
+		w.add(n.Line, path, "want an integer, got %s", describe(n))
+		return 0
+	}
+	if i < 0 {
+		w.add(n.Line, path, "must be >= 0, got %d", i)
+		return 0
+	}
+	return i
+}
+
+// duration returns a positive Go duration such as "50ms" or "2m".
+func (w *walker) duration(n *yaml.Node, path string) time.Duration {
+	if n = w.node(n, path); n == nil {
+		return 0
+	}
+	if n.Kind != yaml.ScalarNode {
+		w.add(n.Line, path, "want a duration such as 50ms or 30s, got %s", describe(n))
+		return 0
+	}
+	d, err := time.ParseDuration(n.Value)
+	switch {
+	case err != nil:
+		w.add(n.Line, path, "want a duration such as 50ms or 30s, got %q", n.Value)
+	case d <= 0:
+		w.add(n.Line, path, "must be > 0, got %q", n.Value)
+	}
+	return max(d, 0)
+}

@@ -1,0 +1,210 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// zoneDefaults are the zone-level settings its limits inherit, applied
+// after the whole zone is read so that field order does not matter.
+type zoneDefaults struct {
+	algorithm  sluice.Algorithm
+	resolution time.Duration
+}
+
+func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
+	var d zoneDefaults
+	var limitPaths []string
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"name": func(v *yaml.Node, p string) { z.Name = w.str(v, p) },
+		"limits": func(v *yaml.Node, p string) {
+			z.Limits, limitPaths = w.limits(v, p)
+		},
+		"algorithm": func(v *yaml.Node, p string) { d.algorithm = w.algorithm(v, p) },
+		"resolution": func(v *yaml.Node, p string) {
+			d.resolution = w.duration(v, p)
+		},
+		"key":     func(v *yaml.Node, p string) { w.key(v, p, &z.Key) },
+		"group":   func(v *yaml.Node, p string) { z.Group = w.str(v, p) },
+		"failure": func(v *yaml.Node, p string) { z.Failure = FailurePolicy(w.str(v, p)) },
+		"shadow":  func(v *yaml.Node, p string) { z.Shadow = w.boolean(v, p) },
+	})
+	for i := range z.Limits {
+		l := &z.Limits[i]
+		if l.Algorithm == "" {
+			l.Algorithm = d.algorithm
+		}
+		if l.Resolution == 0 && l.Algo() == sluice.Buckets {
+			l.Resolution = d.resolution
+		}
+		l.Shadow = l.Shadow || z.Shadow
+		w.checkLimit(*l, limitPaths[i])
+	}
+}
+
+func (w *walker) checkLimit(l sluice.Limit, path string) {
+	err := l.Validate()
+	if err == nil && l.Algo() == sluice.Log && l.Rate > sluice.DefaultMaxLogRate {
+		err = fmt.Errorf("a log limit's rate must be <= %d, got %d (use an estimating algorithm for higher rates)", sluice.DefaultMaxLogRate, l.Rate)
+	}
+	if err != nil {
+		w.add(w.line(path), path, "%s", problem(err))
+	}
+}
+
+func (w *walker) algorithm(n *yaml.Node, path string) sluice.Algorithm {
+	a, err := sluice.ParseAlgorithm(w.str(n, path))
+	if err != nil {
+		w.add(w.line(path), path, "%s", problem(err))
+	}
+	return a
+}
+
+// limits reads "1r/5s, 5r/h", or a list whose items are spec strings or
+// mappings. It returns each limit with the path to report it under.
+func (w *walker) limits(n *yaml.Node, path string) ([]sluice.Limit, []string) {
+	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode {
+		ls, err := sluice.ParseLimits(r.Value)
+		if err != nil {
+			w.add(r.Line, path, "%s", problem(err))
+			return nil, nil
+		}
+		paths := make([]string, len(ls))
+		for i := range paths {
+			paths[i] = path
+		}
+		return ls, paths
+	}
+	var (
+		ls    []sluice.Limit
+		paths []string
+	)
+	w.list(n, path, func(item *yaml.Node, p string) {
+		if l, ok := w.limit(item, p); ok {
+			ls, paths = append(ls, l), append(paths, p)
+		}
+	})
+	return ls, paths
+}
+
+func (w *walker) limit(n *yaml.Node, path string) (sluice.Limit, bool) {
+	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode {
+		return w.spec(r.Value, path)
+	}
+	var (
+		l   sluice.Limit
+		ok  bool
+		set = map[string]bool{}
+	)
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"spec": func(v *yaml.Node, p string) {
+			name, algo, res, shadow := l.Name, l.Algorithm, l.Resolution, l.Shadow
+			l, ok = w.spec(w.str(v, p), p)
+			l.Name, l.Algorithm, l.Resolution, l.Shadow = name, algo, res, shadow
+			set["spec"] = true
+		},
+		"name":       func(v *yaml.Node, p string) { l.Name = w.str(v, p) },
+		"algorithm":  func(v *yaml.Node, p string) { l.Algorithm = w.algorithm(v, p) },
+		"resolution": func(v *yaml.Node, p string) { l.Resolution = w.duration(v, p) },
+		"shadow":     func(v *yaml.Node, p string) { l.Shadow = w.boolean(v, p) },
+	})
+	if !set["spec"] {
+		w.add(w.line(path), path, "missing spec, such as spec: 100r/m")
+	}
+	return l, ok
+}
+
+func (w *walker) spec(s, path string) (sluice.Limit, bool) {
+	l, err := sluice.ParseLimit(s)
+	if err != nil {
+		w.add(w.line(path), path, "%s", problem(err))
+		return l, false
+	}
+	return l, true
+}
+
+// key reads "client-address", a list of parts, or a mapping with from and
+// trusted_proxies.
+func (w *walker) key(n *yaml.Node, path string, k *KeySource) {
+	r := w.node(n, path)
+	if r == nil || r.Kind != yaml.MappingNode {
+		k.Parts = w.keyParts(n, path)
+		return
+	}
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"from":            func(v *yaml.Node, p string) { k.Parts = w.keyParts(v, p) },
+		"trusted_proxies": func(v *yaml.Node, p string) { k.TrustedProxies = w.prefixes(v, p) },
+	})
+}
+
+func (w *walker) keyParts(n *yaml.Node, path string) []KeyPart {
+	r := w.node(n, path)
+	seq := r != nil && r.Kind == yaml.SequenceNode
+	texts := w.strings(n, path)
+	parts := make([]KeyPart, 0, len(texts))
+	for i, s := range texts {
+		p := path
+		if seq {
+			p = index(path, i)
+		}
+		part, err := ParseKeyPart(s)
+		if err != nil {
+			w.add(w.line(p), p, "%v", err)
+			continue
+		}
+		parts = append(parts, part)
+	}
+	return parts
+}
+
+// ParseKeyPart parses one key source: "client-address", "header:NAME",
+// "query:NAME" or "cookie:NAME".
+func ParseKeyPart(s string) (KeyPart, error) {
+	const want = "want client-address, header:NAME, query:NAME or cookie:NAME"
+	if s == string(ClientAddress) {
+		return KeyPart{Kind: ClientAddress}, nil
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok {
+		return KeyPart{}, fmt.Errorf("unknown key source %q (%s)", s, want)
+	}
+	p := KeyPart{Kind: KeyPartKind(kind), Name: name}
+	switch p.Kind {
+	case Header:
+		if !validToken(name) {
+			return KeyPart{}, fmt.Errorf("key source %q: %q is not a valid header name", s, name)
+		}
+		p.Name = http.CanonicalHeaderKey(name)
+	case Cookie:
+		if !validToken(name) {
+			return KeyPart{}, fmt.Errorf("key source %q: %q is not a valid cookie name", s, name)
+		}
+	case Query:
+		if name == "" {
+			return KeyPart{}, fmt.Errorf("key source %q: missing the query argument's name", s)
+		}
+	default:
+		return KeyPart{}, fmt.Errorf("unknown key source %q (%s)", s, want)
+	}
+	return p, nil
+}
+
+// validToken reports whether s is an RFC 9110 token, the syntax of header
+// and cookie names.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
