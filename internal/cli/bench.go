@@ -2,15 +2,220 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/loadgen"
+	"github.com/sluicehq/sluice/memstore"
 )
 
-// benchCommand is replaced by its real implementation (work in progress).
 var benchCommand = command{
 	name:    "bench",
-	summary: "(not built yet)",
-	run: func(ctx context.Context, env Env, args []string) int {
-		fmt.Fprintln(env.Stderr, "sluice bench: not built yet")
+	summary: "load-test a server's API, any URL, or a store directly",
+	run:     runBench,
+}
+
+// benchFlags are the settings of one bench run.
+type benchFlags struct {
+	server, target, store string
+	zone, limit, algorithm   string
+	concurrency              int
+	duration, timeout        time.Duration
+	requests                 uint64
+	keys                     int
+	hot                      float64
+	cost                     int64
+	json                     bool
+}
+
+func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
+	f := &benchFlags{}
+	fs := newFlagSet(env, "bench", "[-server URL | -url URL | -store memory] [flags]")
+	fs.StringVar(&f.server, "server", "", "benchmark POST /v1/check on the sluice server at this base URL, such as http://127.0.0.1:8080")
+	fs.StringVar(&f.target, "url", "", "benchmark plain GET requests to this URL (2xx allowed, 429 denied): a proxy, or a baseline handler")
+	fs.StringVar(&f.store, "store", "", `benchmark a store directly, in this process: "memory" (the default without -server or -url)`)
+	fs.StringVar(&f.zone, "zone", "", "zone to check: with -server, a configured zone (default: the server's demo zone); with -store, a namespace")
+	fs.StringVar(&f.limit, "limit", "1000000r/s", "with -store: the limits to check, such as 100r/s or \"10r/s, 1000r/h\"")
+	fs.StringVar(&f.algorithm, "algorithm", "", "with -store: sliding-window, buckets, log, decay or gcra (default sliding-window)")
+	fs.IntVar(&f.concurrency, "c", 64, "concurrent workers (with -server or -url, one keep-alive connection each)")
+	fs.DurationVar(&f.duration, "d", 0, "how long to run (default 10s unless -n is set)")
+	fs.Uint64Var(&f.requests, "n", 0, "how many checks to run in total (default: no bound; see -d)")
+	fs.IntVar(&f.keys, "keys", 1000, fmt.Sprintf("number of distinct keys, 1 to %d", loadgen.MaxKeys))
+	fs.Float64Var(&f.hot, "hot", 0, "share of checks, 0 to 1, that go to one hot key; the rest are spread evenly")
+	fs.Int64Var(&f.cost, "cost", 1, "cost of each check")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "with -server or -url: timeout of each request")
+	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	n := 0
+	for _, s := range []string{f.server, f.target, f.store} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, usageErrorf(fs, "-server, -url and -store are exclusive: pick one target")
+	}
+	if n == 0 {
+		f.store = "memory"
+	}
+	if f.concurrency < 1 {
+		return nil, usageErrorf(fs, "-c must be >= 1, got %d", f.concurrency)
+	}
+	if f.duration < 0 || f.timeout <= 0 {
+		return nil, usageErrorf(fs, "-d must be >= 0 and -timeout > 0")
+	}
+	return f, nil
+}
+
+// usageError is a bad command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(fs *flag.FlagSet, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), msg)
+	return &usageError{msg}
+}
+
+func runBench(ctx context.Context, env Env, args []string) int {
+	f, err := parseBenchFlags(env, args)
+	if err != nil {
+		return 2
+	}
+	target, newOp, err := f.plan()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice bench: %v\n", err)
+		if errors.Is(err, sluice.ErrInvalid) {
+			return 2
+		}
 		return 1
-	},
+	}
+	opts := loadgen.Options{Concurrency: f.concurrency, Duration: f.duration, Requests: f.requests}
+	live := isTerminal(env.Stdout) && !f.json
+	if live {
+		opts.Progress = func(p loadgen.Progress) { printProgress(env.Stdout, p) }
+	}
+	rep, err := loadgen.Run(ctx, opts, newOp)
+	if live {
+		fmt.Fprint(env.Stdout, "\r\033[K")
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice bench: %v\n", err)
+		return 1
+	}
+	res := newBenchResult(target, f, rep)
+	if f.json {
+		err = res.writeJSON(env.Stdout)
+	} else {
+		err = res.writeTable(env.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice bench: %v\n", err)
+		return 1
+	}
+	if rep.FirstError != nil {
+		fmt.Fprintf(env.Stderr, "sluice bench: %d of %d checks failed; first error: %v\n", rep.Errors, rep.Ops, rep.FirstError)
+		return 1
+	}
+	return 0
+}
+
+// plan describes the target and returns the factory of each worker's
+// operation.
+func (f *benchFlags) plan() (string, func(int) (loadgen.Op, error), error) {
+	keys, err := loadgen.NewKeys(f.keys, f.hot)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", sluice.ErrInvalid, err)
+	}
+	switch {
+	case f.server != "":
+		base, err := parseBaseURL(f.server)
+		if err != nil {
+			return "", nil, err
+		}
+		client := loadgen.NewHTTPClient(f.concurrency, f.timeout)
+		req := loadgen.HTTPRequest{URL: base + checkPath, Body: checkBody(f.zone, f.cost)}
+		return "POST " + base + checkPath, func(w int) (loadgen.Op, error) {
+			return loadgen.HTTPOp(client, req, keys.Picker(w)), nil
+		}, nil
+	case f.target != "":
+		if _, err := parseBaseURL(f.target); err != nil {
+			return "", nil, err
+		}
+		client := loadgen.NewHTTPClient(f.concurrency, f.timeout)
+		req := loadgen.HTTPRequest{URL: f.target}
+		return "GET " + f.target, func(w int) (loadgen.Op, error) {
+			return loadgen.HTTPOp(client, req, keys.Picker(w)), nil
+		}, nil
+	}
+	return f.planStore(keys)
+}
+
+func (f *benchFlags) planStore(keys *loadgen.Keys) (string, func(int) (loadgen.Op, error), error) {
+	limits, err := sluice.ParseLimits(f.limit)
+	if err != nil {
+		return "", nil, err
+	}
+	algorithm, err := sluice.ParseAlgorithm(f.algorithm)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range limits {
+		limits[i].Algorithm = algorithm
+	}
+	var store sluice.Limiter
+	switch f.store {
+	case "memory":
+		s, err := memstore.New(memstore.Options{})
+		if err != nil {
+			return "", nil, err
+		}
+		store = s
+	default:
+		return "", nil, fmt.Errorf("%w: -store %q: want memory", sluice.ErrInvalid, f.store)
+	}
+	probe := sluice.Check{Cost: f.cost}
+	for _, l := range limits {
+		probe.Hits = append(probe.Hits, sluice.Hit{Zone: f.zone, Key: "k", Limit: l})
+	}
+	if err := probe.Validate(0); err != nil {
+		return "", nil, err
+	}
+	target := fmt.Sprintf("%s store, %s %s", f.store, algorithm, strings.ReplaceAll(f.limit, " ", ""))
+	return target, func(w int) (loadgen.Op, error) {
+		return loadgen.StoreOp(store, f.zone, limits, f.cost, keys.Picker(w)), nil
+	}, nil
+}
+
+// parseBaseURL checks that s is an absolute http(s) URL and returns it
+// without a trailing slash.
+func parseBaseURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%w: %q is not an http:// or https:// URL such as http://127.0.0.1:8080", sluice.ErrInvalid, s)
+	}
+	return strings.TrimSuffix(s, "/"), nil
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
