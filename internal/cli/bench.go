@@ -24,15 +24,15 @@ var benchCommand = command{
 
 // benchFlags are the settings of one bench run.
 type benchFlags struct {
-	server, target, store string
-	zone, limit, algorithm   string
-	concurrency              int
-	duration, timeout        time.Duration
-	requests                 uint64
-	keys                     int
-	hot                      float64
-	cost                     int64
-	json                     bool
+	server, target, store  string
+	zone, limit, algorithm string
+	concurrency            int
+	duration, timeout      time.Duration
+	requests               uint64
+	keys                   int
+	hot                    float64
+	cost                   int64
+	json                   bool
 }
 
 func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
