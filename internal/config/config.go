@@ -220,10 +220,13 @@ func (p KeyPart) String() string {
 }
 
 // KeySource is how a request's key is built: every part, in order,
-// combined. A request missing any part is not limited by the zone.
+// combined (or, with FirstOf, the first part the request carries).
 type KeySource struct {
-	// Parts are combined in order. Default: [client-address].
+	// Parts are the sources of the key. Default: [client-address].
 	Parts []KeyPart
+	// FirstOf keys the request by the first part it carries, instead of
+	// combining all of them. Default: false.
+	FirstOf bool
 	// TrustedProxies overrides Config.TrustedProxies for this zone's
 	// client-address part. Default: nil, the global list.
 	TrustedProxies []netip.Prefix

@@ -126,6 +126,7 @@ func TestErrors(t *testing.T) {
 		{"missing spec", "zones:\n  - name: a\n    limits: [{name: x}]\n", "c.yaml:3: zones[0].limits[0]: missing spec"},
 		{"bad key", "zones:\n  - name: a\n    limits: 1r/s\n    key: ip\n", `c.yaml:4: zones[0].key: unknown key source "ip"`},
 		{"bad key in list", "zones:\n  - name: a\n    limits: 1r/s\n    key: [client-address, \"header:a b\"]\n", `c.yaml:4: zones[0].key[1]: key source "header:a b"`},
+		{"from and first_of", zone + "    key: {from: client-address, first_of: [header:X]}\n", "c.yaml:4: zones[0].key: set either from"},
 		{"bad failure", zone + "    failure: maybe\n", `c.yaml:4: zones[0].failure: unknown failure policy "maybe"`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
 		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
@@ -173,6 +174,18 @@ func TestErrorsReportedTogether(t *testing.T) {
 	_, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 0r/s\n    shadow: x\n"))
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:3:") || !strings.Contains(err.Error(), "c.yaml:4:") {
 		t.Errorf("got %v, want problems on lines 3 and 4", err)
+	}
+}
+
+func TestKeyFirstOf(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 1r/s\n    key:\n      first_of: [header:x-api-key, client-address]\n      trusted_proxies: [10.0.0.0/8]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Zones[0].Key
+	want := []KeyPart{{Kind: Header, Name: "X-Api-Key"}, {Kind: ClientAddress}}
+	if !k.FirstOf || len(k.Parts) != 2 || k.Parts[0] != want[0] || k.Parts[1] != want[1] || len(k.TrustedProxies) != 1 {
+		t.Errorf("got %+v, want first_of %v", k, want)
 	}
 }
 

@@ -129,18 +129,26 @@ func (w *walker) spec(s, path string) (sluice.Limit, bool) {
 	return l, true
 }
 
-// key reads "client-address", a list of parts, or a mapping with from and
-// trusted_proxies.
+// key reads "client-address", a list of parts, or a mapping with from or
+// first_of, and trusted_proxies.
 func (w *walker) key(n *yaml.Node, path string, k *KeySource) {
 	r := w.node(n, path)
 	if r == nil || r.Kind != yaml.MappingNode {
 		k.Parts = w.keyParts(n, path)
 		return
 	}
+	given := 0
 	w.fields(n, path, map[string]func(*yaml.Node, string){
-		"from":            func(v *yaml.Node, p string) { k.Parts = w.keyParts(v, p) },
+		"from": func(v *yaml.Node, p string) { k.Parts = w.keyParts(v, p); given++ },
+		"first_of": func(v *yaml.Node, p string) {
+			k.Parts, k.FirstOf = w.keyParts(v, p), true
+			given++
+		},
 		"trusted_proxies": func(v *yaml.Node, p string) { k.TrustedProxies = w.prefixes(v, p) },
 	})
+	if given > 1 {
+		w.add(r.Line, path, "set either from (combine every part) or first_of (the first part present), not both")
+	}
 }
 
 func (w *walker) keyParts(n *yaml.Node, path string) []KeyPart {
