@@ -1,0 +1,283 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// Defaults of GuardOptions.
+const (
+	DefaultTimeout         = 50 * time.Millisecond
+	DefaultLogInterval     = 10 * time.Second
+	DefaultFallbackMaxKeys = 100_000
+)
+
+// errBreakerOpen is the cause of a decision taken while the breaker is open.
+var errBreakerOpen = fmt.Errorf("%w: breaker open, store not called", sluice.ErrUnavailable)
+
+// GuardOptions configure a Guard. The zero value means defaults.
+type GuardOptions struct {
+	// Policy decides checks the store cannot. Default PolicyOpen.
+	Policy Policy
+	// Timeout bounds every store call: the call gets a context that ends
+	// after Timeout (or earlier, with the caller's). A call that has not
+	// answered by then counts as a store failure. Must be >= 0; zero means
+	// DefaultTimeout (50ms).
+	Timeout time.Duration
+	// Breaker is the breaker of the store. Guards in front of the same
+	// store (one per zone, say) should share one, so an outage seen by one
+	// spares the store the calls of all. Default: a Breaker of its own with
+	// default options, logging to Logger.
+	Breaker *Breaker
+	// Fallback decides checks under PolicyLocal; other policies ignore it.
+	// Default: a memstore.Store of at most DefaultFallbackMaxKeys (100,000)
+	// keys, whose MaxLogRate is MaxLogRate.
+	Fallback sluice.Limiter
+	// MaxLogRate caps the Rate of Log limits when a check is validated
+	// without the store; set it to the store's. Must be >= 0; zero means
+	// sluice.DefaultMaxLogRate (10,000).
+	MaxLogRate int64
+	// Name labels the guard in log lines, such as the zone's name. Default
+	// empty.
+	Name string
+	// Logger receives the degraded decisions, at most one line per
+	// LogInterval (the line counts those it stands for). Default: nothing
+	// is logged.
+	Logger *slog.Logger
+	// LogInterval is the shortest time between two log lines about
+	// degraded decisions. Must be >= 0; zero means DefaultLogInterval
+	// (10s).
+	LogInterval time.Duration
+	// Now reads the clock for LogInterval. It must be safe for concurrent
+	// use. Default time.Now.
+	Now func() time.Time
+}
+
+// GuardStats is a snapshot of a Guard's counters. Counters only grow.
+type GuardStats struct {
+	// FailOpen, FailClosed and Fallback count the decisions taken without
+	// the store, by Source.
+	FailOpen, FailClosed, Fallback uint64
+	// StoreErrors counts store calls that failed: sluice.ErrUnavailable or
+	// no answer within Timeout. Timeouts counts the latter.
+	StoreErrors, Timeouts uint64
+	// Skipped counts checks decided without calling the store because the
+	// breaker was open.
+	Skipped uint64
+}
+
+// Degraded returns the number of decisions taken without the store.
+func (s GuardStats) Degraded() uint64 { return s.FailOpen + s.FailClosed + s.Fallback }
+
+// A Guard is a sluice.Limiter in front of a store that applies a timeout to
+// every store call, a Breaker, and a failure Policy: when the store cannot
+// decide, the Guard does, and the Decision's Source says how. It is safe for
+// concurrent use and starts no goroutine.
+type Guard struct {
+	store      sluice.Limiter
+	policy     Policy
+	timeout    time.Duration
+	breaker    *Breaker
+	fallback   sluice.Limiter
+	maxLogRate int64
+	name       string
+	log        *slog.Logger
+	logs       throttle
+
+	failOpen, failClosed, fallbacks atomic.Uint64
+	storeErrors, timeouts, skipped  atomic.Uint64
+}
+
+var _ sluice.Limiter = (*Guard)(nil)
+
+// NewGuard returns a Guard in front of store, configured by opts.
+func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
+	if err := opts.validate(store); err != nil {
+		return nil, err
+	}
+	g := &Guard{
+		store: store, policy: opts.Policy, timeout: opts.Timeout, breaker: opts.Breaker,
+		fallback: opts.Fallback, maxLogRate: opts.MaxLogRate, name: opts.Name, log: opts.Logger,
+		logs: throttle{every: opts.LogInterval, now: opts.Now},
+	}
+	if g.timeout == 0 {
+		g.timeout = DefaultTimeout
+	}
+	if g.maxLogRate == 0 {
+		g.maxLogRate = sluice.DefaultMaxLogRate
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.logs.every == 0 {
+		g.logs.every = DefaultLogInterval
+	}
+	if g.logs.now == nil {
+		g.logs.now = time.Now
+	}
+	if g.breaker == nil {
+		b, err := NewBreaker(BreakerOptions{Logger: g.log, Now: opts.Now})
+		if err != nil {
+			return nil, err
+		}
+		g.breaker = b
+	}
+	if g.fallback == nil && g.policy == PolicyLocal {
+		m, err := memstore.New(memstore.Options{MaxKeys: DefaultFallbackMaxKeys, MaxLogRate: g.maxLogRate})
+		if err != nil {
+			return nil, fmt.Errorf("edge: fallback: %w", err)
+		}
+		g.fallback = m
+	}
+	return g, nil
+}
+
+func (o GuardOptions) validate(store sluice.Limiter) error {
+	switch {
+	case store == nil:
+		return fmt.Errorf("edge: %w: NewGuard needs a store", sluice.ErrInvalid)
+	case !o.Policy.valid():
+		return fmt.Errorf("edge: %w: unknown failure policy %v", sluice.ErrInvalid, o.Policy)
+	case o.Timeout < 0:
+		return fmt.Errorf("edge: %w: GuardOptions.Timeout must be >= 0, got %v", sluice.ErrInvalid, o.Timeout)
+	case o.MaxLogRate < 0:
+		return fmt.Errorf("edge: %w: GuardOptions.MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, o.MaxLogRate)
+	case o.LogInterval < 0:
+		return fmt.Errorf("edge: %w: GuardOptions.LogInterval must be >= 0, got %v", sluice.ErrInvalid, o.LogInterval)
+	}
+	return nil
+}
+
+// Breaker returns the guard's breaker, to read its state (a readiness probe)
+// or its Stats.
+func (g *Guard) Breaker() *Breaker { return g.breaker }
+
+// Policy returns the guard's failure policy.
+func (g *Guard) Policy() Policy { return g.policy }
+
+// Stats returns a snapshot of the guard's counters.
+func (g *Guard) Stats() GuardStats {
+	return GuardStats{
+		FailOpen: g.failOpen.Load(), FailClosed: g.failClosed.Load(), Fallback: g.fallbacks.Load(),
+		StoreErrors: g.storeErrors.Load(), Timeouts: g.timeouts.Load(), Skipped: g.skipped.Load(),
+	}
+}
+
+// Check implements sluice.Limiter. It asks the store unless the breaker is
+// open. When the store fails (sluice.ErrUnavailable, or no answer within the
+// timeout), the check is decided by the policy and Check returns nil with a
+// degraded d.Source. Any other error (bad input, the caller's context
+// ending) is returned as is: it is not an outage.
+func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	ok, probe := g.breaker.allow()
+	if !ok {
+		g.skipped.Add(1)
+		return g.degrade(ctx, c, d, errBreakerOpen)
+	}
+	err := g.call(ctx, func(ctx context.Context) error { return g.store.Check(ctx, c, d) })
+	if outage, err := g.report(ctx, probe, err); !outage {
+		return err
+	}
+	return g.degrade(ctx, c, d, err)
+}
+
+// Reset implements sluice.Limiter: it resets the hits in the store and, under
+// PolicyLocal, in the fallback. While the breaker is open, or when the store
+// fails, it returns an error that wraps sluice.ErrUnavailable: a reset
+// cannot be decided by a policy.
+func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
+	if g.fallback != nil && g.policy == PolicyLocal {
+		if err := g.fallback.Reset(ctx, c); err != nil {
+			return fmt.Errorf("edge: reset: fallback: %w", err)
+		}
+	}
+	ok, probe := g.breaker.allow()
+	if !ok {
+		g.skipped.Add(1)
+		return fmt.Errorf("edge: reset: %w", errBreakerOpen)
+	}
+	err := g.call(ctx, func(ctx context.Context) error { return g.store.Reset(ctx, c) })
+	if _, err = g.report(ctx, probe, err); err != nil {
+		return fmt.Errorf("edge: reset: %w", err)
+	}
+	return nil
+}
+
+// call runs one store call under the timeout.
+func (g *Guard) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// report tells the breaker how a store call went. It returns whether the
+// call failed because of the store (an outage) and the call's error, made to
+// wrap sluice.ErrUnavailable on an outage (so a timeout reads as one too).
+// Only ErrUnavailable and the guard's own timeout are store failures; when
+// the caller's context has ended, the store is not to blame.
+func (g *Guard) report(ctx context.Context, probe bool, err error) (outage bool, _ error) {
+	if err == nil {
+		g.breaker.success()
+		return false, nil
+	}
+	timeout := errors.Is(err, context.DeadlineExceeded)
+	if ctx.Err() != nil || !(timeout || errors.Is(err, sluice.ErrUnavailable)) {
+		g.breaker.release(probe)
+		return false, err
+	}
+	g.storeErrors.Add(1)
+	g.breaker.failure(probe, err)
+	if timeout {
+		g.timeouts.Add(1)
+		if !errors.Is(err, sluice.ErrUnavailable) {
+			err = fmt.Errorf("%w: no answer within %v: %w", sluice.ErrUnavailable, g.timeout, err)
+		}
+	}
+	return true, err
+}
+
+// degrade decides c without the store, by the policy. cause is why the
+// store was not used, for the log.
+func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision, cause error) error {
+	// Bad input is an error whether or not the store is up.
+	if err := c.Validate(g.maxLogRate); err != nil {
+		return fmt.Errorf("edge: check: %w", err)
+	}
+	switch g.policy {
+	case PolicyOpen:
+		d.Reset(0)
+		d.Allowed, d.Source = true, sluice.FromFailOpen
+		g.failOpen.Add(1)
+	case PolicyClosed:
+		d.Reset(0)
+		d.Allowed, d.Source = false, sluice.FromFailClosed
+		g.failClosed.Add(1)
+	case PolicyLocal:
+		if err := g.fallback.Check(ctx, c, d); err != nil {
+			return fmt.Errorf("edge: check: fallback: %w", err)
+		}
+		d.Source = sluice.FromFallback
+		g.fallbacks.Add(1)
+	}
+	g.logDegraded(d.Source, cause)
+	return nil
+}
+
+// logDegraded logs a degraded decision, at most once per LogInterval.
+func (g *Guard) logDegraded(source sluice.Source, cause error) {
+	ok, suppressed := g.logs.allow()
+	if !ok {
+		return
+	}
+	g.log.Warn("edge: check decided without the store",
+		"guard", g.name, "policy", g.policy.String(), "source", source.String(),
+		"error", cause.Error(), "breaker", g.breaker.State().String(),
+		"suppressed", suppressed)
+}

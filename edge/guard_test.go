@@ -1,0 +1,299 @@
+package edge_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
+)
+
+var tenPerMinute = hit("k", "10r/m", sluice.Log)
+
+func newGuard(t *testing.T, store sluice.Limiter, opts edge.GuardOptions) *edge.Guard {
+	t.Helper()
+	g, err := edge.NewGuard(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestGuardPolicies(t *testing.T) {
+	tests := []struct {
+		policy      edge.Policy
+		wantAllowed bool
+		wantSource  sluice.Source
+		wantHits    int
+	}{
+		{edge.PolicyOpen, true, sluice.FromFailOpen, 0},
+		{edge.PolicyClosed, false, sluice.FromFailClosed, 0},
+		{edge.PolicyLocal, true, sluice.FromFallback, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			f := newFlaky(t, nil)
+			f.set(refuse)
+			g := newGuard(t, f, edge.GuardOptions{Policy: tt.policy})
+			d := mustCheck(t, g, check(1, tenPerMinute))
+			if d.Allowed != tt.wantAllowed || d.Source != tt.wantSource || len(d.Hits) != tt.wantHits {
+				t.Errorf("got allowed %v, source %v, %d hits; want %v, %v, %d",
+					d.Allowed, d.Source, len(d.Hits), tt.wantAllowed, tt.wantSource, tt.wantHits)
+			}
+			if !d.Source.Degraded() {
+				t.Errorf("source %v is not degraded", d.Source)
+			}
+			if tt.policy != edge.PolicyLocal && d.Denier != -1 {
+				t.Errorf("Denier = %d, want -1 with no hit results", d.Denier)
+			}
+			s := g.Stats()
+			if s.Degraded() != 1 || s.StoreErrors != 1 {
+				t.Errorf("stats %+v: want 1 degraded decision, 1 store error", s)
+			}
+		})
+	}
+}
+
+func TestGuardLocalPolicyLimits(t *testing.T) {
+	f := newFlaky(t, nil)
+	f.set(refuse)
+	g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyLocal})
+	for i := range 10 {
+		if d := mustCheck(t, g, check(1, tenPerMinute)); !d.Allowed {
+			t.Fatalf("check %d denied by the fallback, want allowed", i+1)
+		}
+	}
+	d := mustCheck(t, g, check(1, tenPerMinute))
+	if d.Allowed || d.Source != sluice.FromFallback || d.Denier != 0 || d.Hits[0].Remaining != 0 {
+		t.Errorf("11th check: %+v, want denied by hit 0 of the fallback", d)
+	}
+	if got := g.Stats().Fallback; got != 11 {
+		t.Errorf("Stats().Fallback = %d, want 11", got)
+	}
+}
+
+func TestGuardPassesStoreAnswers(t *testing.T) {
+	f := newFlaky(t, nil)
+	g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyClosed})
+	for range 10 {
+		mustCheck(t, g, check(1, tenPerMinute))
+	}
+	d := mustCheck(t, g, check(1, tenPerMinute))
+	if d.Allowed || d.Source != sluice.FromStore || len(d.Hits) != 1 {
+		t.Errorf("11th check: %+v, want the store's denial", d)
+	}
+	if s := g.Stats(); s != (edge.GuardStats{}) {
+		t.Errorf("stats %+v after a healthy store, want zero", s)
+	}
+}
+
+func TestGuardInvalidInputIsNotAnOutage(t *testing.T) {
+	bad := check(11, tenPerMinute) // cost above the rate
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		g := newGuard(t, f, edge.GuardOptions{})
+		for range 20 {
+			var d sluice.Decision
+			if err := g.Check(t.Context(), bad, &d); !errors.Is(err, sluice.ErrInvalid) {
+				t.Fatalf("Check(bad) = %v, want ErrInvalid", err)
+			}
+		}
+		if s := g.Breaker().Stats(); s.State != edge.BreakerClosed || s.Failures != 0 {
+			t.Errorf("breaker %+v after invalid input, want closed with no failures", s)
+		}
+		// With the store down and the breaker open, bad input is still an
+		// error, not a fail-open allow.
+		f.set(refuse)
+		for range edge.DefaultFailures {
+			mustCheck(t, g, check(1, tenPerMinute))
+		}
+		if st := g.Breaker().State(); st != edge.BreakerOpen {
+			t.Fatalf("breaker %v, want open", st)
+		}
+		var d sluice.Decision
+		if err := g.Check(t.Context(), bad, &d); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("Check(bad) with the breaker open = %v, want ErrInvalid", err)
+		}
+	})
+}
+
+func TestGuardTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		f.set(hang)
+		g := newGuard(t, f, edge.GuardOptions{Timeout: 30 * time.Millisecond})
+		start := time.Now()
+		d := mustCheck(t, g, check(1, tenPerMinute))
+		if took := time.Since(start); took != 30*time.Millisecond {
+			t.Errorf("a hanging store took %v to fail open, want the 30ms timeout", took)
+		}
+		if d.Source != sluice.FromFailOpen {
+			t.Errorf("source %v, want fail-open", d.Source)
+		}
+		if s := g.Stats(); s.Timeouts != 1 || s.StoreErrors != 1 {
+			t.Errorf("stats %+v, want 1 timeout, 1 store error", s)
+		}
+	})
+}
+
+func TestGuardCallerContextIsNotAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		f.set(hang)
+		g := newGuard(t, f, edge.GuardOptions{})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		var d sluice.Decision
+		err := g.Check(ctx, check(1, tenPerMinute), &d)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Check with the caller's deadline past = %v, want DeadlineExceeded", err)
+		}
+		if s := g.Stats(); s.StoreErrors != 0 || s.Degraded() != 0 {
+			t.Errorf("stats %+v: the caller's deadline counted against the store", s)
+		}
+	})
+}
+
+func TestGuardReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyLocal})
+		c := check(1, tenPerMinute)
+		for range 10 {
+			mustCheck(t, g, c)
+		}
+		f.set(refuse)
+		for range edge.DefaultFailures {
+			mustCheck(t, g, c) // opens the breaker; the fallback counts them
+		}
+		if err := g.Reset(t.Context(), c); !errors.Is(err, sluice.ErrUnavailable) {
+			t.Errorf("Reset with the store down = %v, want ErrUnavailable", err)
+		}
+		// The fallback was reset all the same.
+		if d := mustCheck(t, g, c); !d.Allowed || d.Source != sluice.FromFallback {
+			t.Errorf("after Reset: %+v, want allowed by the fallback", d)
+		}
+		f.set(answer)
+		time.Sleep(edge.DefaultBackoff)
+		if err := g.Reset(t.Context(), c); err != nil {
+			t.Fatalf("Reset as the probe: %v", err)
+		}
+		if d := mustCheck(t, g, c); !d.Allowed || d.Source != sluice.FromStore {
+			t.Errorf("after Reset: %+v, want allowed by the store", d)
+		}
+	})
+}
+
+func TestGuardSharedBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		b, err := edge.NewBreaker(edge.BreakerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := newGuard(t, f, edge.GuardOptions{Breaker: b, Policy: edge.PolicyOpen})
+		closed := newGuard(t, f, edge.GuardOptions{Breaker: b, Policy: edge.PolicyClosed})
+		f.set(refuse)
+		for range edge.DefaultFailures {
+			mustCheck(t, open, check(1, tenPerMinute))
+		}
+		calls := f.calls.Load()
+		d := mustCheck(t, closed, check(1, hit("other", "5r/s", sluice.GCRA)))
+		if d.Source != sluice.FromFailClosed || f.calls.Load() != calls {
+			t.Errorf("closed zone behind an open shared breaker: source %v, %d store calls; want fail-closed, none",
+				d.Source, f.calls.Load()-calls)
+		}
+		if got := closed.Stats().Skipped; got != 1 {
+			t.Errorf("Skipped = %d, want 1", got)
+		}
+	})
+}
+
+func TestGuardLogsAreThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &records{}
+		f := newFlaky(t, nil)
+		f.set(refuse)
+		g := newGuard(t, f, edge.GuardOptions{Logger: slog.New(rec), LogInterval: time.Second})
+		const n = 1000
+		for range n { // 1000 checks over 2.5 s of outage
+			mustCheck(t, g, check(1, tenPerMinute))
+			time.Sleep(2500 * time.Microsecond)
+		}
+		msgs, suppressed := rec.messages("suppressed")
+		var degraded, total int64
+		for i, m := range msgs {
+			if m == "edge: check decided without the store" {
+				degraded++
+				total += 1 + suppressed[i]
+			}
+		}
+		if degraded != 3 {
+			t.Errorf("%d lines about degraded decisions over 2.5 s at one per second, want 3: %q", degraded, msgs)
+		}
+		// The last line was at 2 s; the checks after it are not reported yet.
+		if total > n || total < n-500 {
+			t.Errorf("the lines stand for %d decisions of %d", total, n)
+		}
+		if len(msgs) > 10 {
+			t.Errorf("%d log lines for one outage, want a handful: %q", len(msgs), msgs)
+		}
+	})
+}
+
+func TestNewGuardValidates(t *testing.T) {
+	f := newFlaky(t, nil)
+	for _, opts := range []edge.GuardOptions{
+		{Policy: edge.Policy(9)},
+		{Timeout: -time.Millisecond},
+		{MaxLogRate: -1},
+		{LogInterval: -time.Second},
+	} {
+		if _, err := edge.NewGuard(f, opts); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("NewGuard(%+v) = %v, want ErrInvalid", opts, err)
+		}
+	}
+	if _, err := edge.NewGuard(nil, edge.GuardOptions{}); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("NewGuard(nil) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want edge.Policy
+	}{{"", edge.PolicyOpen}, {"open", edge.PolicyOpen}, {"closed", edge.PolicyClosed}, {"local", edge.PolicyLocal}} {
+		got, err := edge.ParsePolicy(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParsePolicy(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+	_, err := edge.ParsePolicy("Open ")
+	if !errors.Is(err, sluice.ErrInvalid) || !strings.Contains(err.Error(), `"Open "`) {
+		t.Errorf(`ParsePolicy("Open ") = %v, want ErrInvalid quoting the input`, err)
+	}
+}
+
+// checkAll runs n concurrent checks and returns their sources.
+func checkAll(t *testing.T, l sluice.Limiter, n int) []sluice.Source {
+	t.Helper()
+	sources := make([]sluice.Source, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var d sluice.Decision
+			if err := l.Check(context.Background(), check(1, hit("k", "1000r/s", sluice.GCRA)), &d); err != nil {
+				t.Error(err)
+			}
+			sources[i] = d.Source
+		})
+	}
+	wg.Wait()
+	return sources
+}
