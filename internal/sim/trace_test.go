@@ -12,7 +12,7 @@ var hundredPerMinute = algo.Params{Rate: 100, Window: 60 * sec, Bucket: 6 * sec}
 
 func smallTrace(t *testing.T, seed uint64) *Trace {
 	t.Helper()
-	tr, err := NewTrace(TraceOptions{Seed: seed, Requests: 200_000, Sources: 1000, Duration: 3600 * sec,
+	tr, err := NewTrace(TraceOptions{Seed: seed, Requests: 100_000, Sources: 500, Duration: 3600 * sec,
 		Rate: hundredPerMinute.Rate, Window: hundredPerMinute.Window})
 	if err != nil {
 		t.Fatal(err)

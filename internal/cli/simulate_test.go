@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// simMain runs sluice with args and returns the exit code and both streams.
+func simMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), args, Env{Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }})
+	return code, out.String(), errOut.String()
+}
+
+var simTiny = []string{"simulate", "-requests", "20000", "-sources", "100", "-duration", "20m", "-limit", "50r/m"}
+
+func TestSimulateTable(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "accuracy.svg")
+	code, out, errOut := simMain(t, append(simTiny, "-plot", svg)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"20000 requests from 100 sources over 20m0s, limit 50r/m, seed 1, shadow mode",
+		"sliding-window", "buckets", "log", "decay", "gcra", "cloudflare*", "0.003%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	f, err := os.Open(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec, lines, titles := xml.NewDecoder(f), 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("plot is not well-formed XML: %v", err)
+		}
+		if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "polyline" {
+			lines++
+		}
+		if cd, ok := tok.(xml.CharData); ok && strings.HasPrefix(string(cd), "source ") {
+			titles++
+		}
+	}
+	// Three panels, each with the exact rate and five estimates.
+	if lines != 3*6 || titles != 3 {
+		t.Errorf("plot has %d lines and %d panel titles, want 18 and 3", lines, titles)
+	}
+}
+
+func TestSimulateJSON(t *testing.T) {
+	decode := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errOut := simMain(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		delete(v, "elapsed_seconds")
+		return v
+	}
+	a := decode(append(simTiny, "-json", "-mode", "enforce", "-algorithms", "log,sliding-window")...)
+	if a["requests"] != 20000.0 || a["mode"] != "enforce" || a["limit"] != "50r/m" {
+		t.Errorf("report header %v", a)
+	}
+	algs := a["algorithms"].([]any)
+	if len(algs) != 2 {
+		t.Fatalf("%d algorithms, want 2", len(algs))
+	}
+	log := algs[0].(map[string]any)
+	if log["algorithm"] != "log" || log["wrongly_allowed"] != 0.0 || log["wrongly_denied"] != 0.0 || log["limited"] == 0.0 {
+		t.Errorf("log against the exact reference: %v", log)
+	}
+	b := decode(append(simTiny, "-json", "-mode", "enforce", "-algorithms", "log,sliding-window", "-workers", "1")...)
+	if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
+		t.Errorf("same seed, different reports:\n%s\n%s", ja, jb)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSimulateBadInput(t *testing.T) {
+	cases := []struct {
+		args     []string
+		code     int
+		mentions string
+	}{
+		{[]string{"simulate", "-limit", "10x/m"}, 2, `"10x/m"`},
+		{[]string{"simulate", "-mode", "strict"}, 2, `"strict"`},
+		{[]string{"simulate", "-algorithms", "log,fixed"}, 2, `"fixed"`},
+		{[]string{"simulate", "-limit", "10r/m", "-resolution", "7s"}, 2, "does not divide"},
+		{[]string{"simulate", "extra"}, 2, `"extra"`},
+		{[]string{"simulate", "-requests", "100", "-sources", "100"}, 1, "too few"},
+	}
+	for _, c := range cases {
+		code, _, errOut := simMain(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.mentions) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %s", c.args, code, errOut, c.code, c.mentions)
+		}
+	}
+	if code, _, _ := simMain(t, "simulate", "-h"); code != 0 {
+		t.Errorf("-h: exit %d, want 0", code)
+	}
+}
