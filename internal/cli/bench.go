@@ -39,7 +39,7 @@ func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 	f := &benchFlags{}
 	fs := newFlagSet(env, "bench", "[-server URL | -url URL | -store memory] [flags]")
 	fs.StringVar(&f.server, "server", "", "benchmark POST /v1/check on the sluice server at this base URL, such as http://127.0.0.1:8080")
-	fs.StringVar(&f.target, "url", "", "benchmark plain GET requests to this URL (2xx allowed, 429 denied): a proxy, or a baseline handler")
+	fs.StringVar(&f.target, "url", "", "benchmark GET requests to this URL (2xx allowed, 429 denied), such as a proxy or a baseline; each {key} in it is replaced by a key, as in http://127.0.0.1:8000/?k={key}")
 	fs.StringVar(&f.store, "store", "", `benchmark a store directly, in this process: "memory" (the default without -server or -url)`)
 	fs.StringVar(&f.zone, "zone", "", "zone to check: with -server, a configured zone (default: the server's demo zone); with -store, a namespace")
 	fs.StringVar(&f.limit, "limit", "1000000r/s", "with -store: the limits to check, such as 100r/s or \"10r/s, 1000r/h\"")

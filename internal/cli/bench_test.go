@@ -78,6 +78,25 @@ func TestBenchURL(t *testing.T) {
 	}
 }
 
+// -url with {key}: each request carries a key from the key space.
+func TestBenchURLKeys(t *testing.T) {
+	store, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(store, []sluice.Limit{{Rate: 30, Window: 3600e9}}, httplimit.Options{Key: httplimit.Query("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	// About 100 requests per key: 30 of each pass.
+	r := benchJSON(t, "-url", srv.URL+"/x?k={key}", "-keys", "3", "-c", "4", "-n", "300")
+	if r.Allowed != 90 || r.Denied != 210 || r.Errors != 0 {
+		t.Errorf("allowed %d denied %d errors %d; want 90, 210, 0", r.Allowed, r.Denied, r.Errors)
+	}
+}
+
 func TestBenchTable(t *testing.T) {
 	code, out, errOut := run(t, "bench", "-n", "50", "-c", "1")
 	if code != 0 {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -85,7 +87,9 @@ func StoreOp(l sluice.Limiter, zone string, limits []sluice.Limit, cost int64, p
 type HTTPRequest struct {
 	// Method is the HTTP method. Default GET, or POST when Body is set.
 	Method string
-	// URL is the target.
+	// URL is the target. Each "{key}" in it is replaced by the request's
+	// key (query-escaped), so a GET target can spread its requests over
+	// keys: http://127.0.0.1:8000/?k={key}.
 	URL string
 	// ContentType is sent with a body. Default application/json.
 	ContentType string
@@ -111,14 +115,23 @@ func HTTPOp(client *http.Client, req HTTPRequest, pick func() string) Op {
 	}
 	var buf []byte
 	var body bytes.Reader
+	keyed := strings.Contains(req.URL, "{key}")
 	return func(ctx context.Context, _ uint64) (Result, error) {
+		var key string
+		if req.Body != nil || keyed {
+			key = pick()
+		}
+		target := req.URL
+		if keyed {
+			target = strings.ReplaceAll(target, "{key}", url.QueryEscape(key))
+		}
 		var rd io.Reader
 		if req.Body != nil {
-			buf = req.Body(buf[:0], pick())
+			buf = req.Body(buf[:0], key)
 			body.Reset(buf)
 			rd = &body
 		}
-		r, err := http.NewRequestWithContext(ctx, method, req.URL, rd)
+		r, err := http.NewRequestWithContext(ctx, method, target, rd)
 		if err != nil {
 			return Failed, err
 		}
