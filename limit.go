@@ -192,12 +192,19 @@ func ParseLimit(s string) (Limit, error) {
 }
 
 // ParseLimits parses a comma-separated list of spec strings, such as
-// "1r/5s, 5r/h". Empty elements are errors.
+// "1r/5s, 5r/h". Empty elements are errors. An error quotes the whole
+// input and says which element is wrong.
 func ParseLimits(s string) ([]Limit, error) {
 	parts := strings.Split(s, ",")
 	limits := make([]Limit, 0, len(parts))
-	for _, p := range parts {
+	for i, p := range parts {
+		if strings.TrimSpace(p) == "" {
+			return nil, fmt.Errorf("%w: limits %q: element %d is empty (want comma-separated limits such as \"1r/5s, 5r/h\")", ErrInvalid, s, i+1)
+		}
 		l, err := ParseLimit(p)
+		if err != nil && len(parts) > 1 {
+			return nil, fmt.Errorf("limits %q: element %d: %w", s, i+1, err)
+		}
 		if err != nil {
 			return nil, err
 		}
