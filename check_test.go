@@ -55,7 +55,7 @@ func TestCheckValidate(t *testing.T) {
 		{"long key", Check{Hits: []Hit{hit(strings.Repeat("x", MaxKeyLen+1), perMinute)}, Cost: 1}, 0, "longer than 65536"},
 		{"bad limit", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 0, Window: time.Second})}, Cost: 1}, 0, `hit 1: sluice: invalid input: limit "0r/s": rate must be > 0`},
 		{"cost above rate", Check{Hits: []Hit{hit("k", perMinute)}, Cost: 11}, 0, `cost 11 is greater than the rate of limit "10r/m"`},
-		{"log rate", Check{Hits: []Hit{hit("k", logLimit(DefaultMaxLogRate + 1))}, Cost: 1}, 0, "a log limit's rate must be <= 10000"},
+		{"log rate", Check{Hits: []Hit{hit("k", logLimit(DefaultMaxLogRate+1))}, Cost: 1}, 0, "a log limit's rate must be <= 10000"},
 		{"custom log rate", Check{Hits: []Hit{hit("k", logLimit(101))}, Cost: 1}, 100, "a log limit's rate must be <= 100"},
 		{"shared state", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 99, Window: time.Minute, Name: "other"})}, Cost: 1}, 0,
 			`hits 0 and 1 share state (zone "", key "k", sliding-window 1m0s)`},
