@@ -35,6 +35,7 @@ type simulateFlags struct {
 	enforce    bool
 	plot       string
 	json       bool
+	classes    bool
 	workers    int
 }
 
@@ -52,6 +53,7 @@ func parseSimulate(env Env, args []string) (simulateFlags, error) {
 	fs.StringVar(&mode, "mode", "shadow", "shadow (every request recorded, Cloudflare's method) or enforce (limited requests not recorded)")
 	fs.StringVar(&f.plot, "plot", "", "write an SVG plot of estimated vs real rate for representative sources to this file")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
+	fs.BoolVar(&f.classes, "classes", false, "also print the results by traffic class (steady under/over, bursty, background)")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines replaying sources (0: one per core)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -135,7 +137,11 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 		fmt.Fprintf(env.Stdout, "exact log: %.3f%% of requests over the limit; %d sources over it at some point\n\n",
 			100*float64(r0.ExactLimited)/float64(max(1, report.Requests)), r0.SourcesOver)
 	}
-	return report.WriteTable(env.Stdout)
+	if err := report.WriteTable(env.Stdout); err != nil || !f.classes {
+		return err
+	}
+	fmt.Fprintln(env.Stdout)
+	return report.WriteClassTable(env.Stdout)
 }
 
 func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, elapsed time.Duration) error {

@@ -24,12 +24,12 @@ var simTiny = []string{"simulate", "-requests", "20000", "-sources", "100", "-du
 
 func TestSimulateTable(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "accuracy.svg")
-	code, out, errOut := simMain(t, append(simTiny, "-plot", svg)...)
+	code, out, errOut := simMain(t, append(simTiny, "-plot", svg, "-classes")...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{"20000 requests from 100 sources over 20m0s, limit 50r/m, seed 1, shadow mode",
-		"sliding-window", "buckets", "log", "decay", "gcra", "cloudflare*", "0.003%"} {
+		"sliding-window", "buckets", "log", "decay", "gcra", "cloudflare*", "0.003%", "steady-over"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -31,6 +31,7 @@ func (e *exact) reset() { e.at, e.head = e.at[:0], 0 }
 
 // tally is one algorithm's counts over some sources.
 type tally struct {
+	sources           int
 	requests          int64
 	limited           int64 // requests the algorithm limits
 	exactLimited      int64 // requests the exact reference limits
@@ -45,6 +46,7 @@ type tally struct {
 }
 
 func (t *tally) add(o *tally) {
+	t.sources += o.sources
 	t.requests += o.requests
 	t.limited += o.limited
 	t.exactLimited += o.exactLimited
@@ -225,6 +227,7 @@ func (r *replayer) closeSource(out []tally) {
 			ref = k
 		}
 		t, over := &out[k], r.over[ref]
+		t.sources++
 		if r.limited[k] {
 			t.sourcesLimited++
 		}

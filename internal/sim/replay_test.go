@@ -190,3 +190,39 @@ func TestWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestClassesAddUp: a Trace's results broken down by class add up to the
+// totals.
+func TestClassesAddUp(t *testing.T) {
+	tr := smallTrace(t, 2)
+	rep, err := Run(context.Background(), tr, hundredPerMinute, Options{Algorithms: []string{"sliding-window", "decay"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Classes) != int(numClasses) {
+		t.Fatalf("%d classes, want %d", len(rep.Classes), numClasses)
+	}
+	for k, total := range rep.Results {
+		var sum Result
+		sources, requests := 0, int64(0)
+		for _, c := range rep.Classes {
+			r := c.Results[k]
+			sum.Limited += r.Limited
+			sum.WronglyAllowed += r.WronglyAllowed
+			sum.WronglyDenied += r.WronglyDenied
+			sum.FalselyLimited += r.FalselyLimited
+			sum.FalselyLetThrough += r.FalselyLetThrough
+			sources, requests = sources+c.Sources, requests+c.Requests
+		}
+		if sum.Limited != total.Limited || sum.WronglyAllowed != total.WronglyAllowed || sum.WronglyDenied != total.WronglyDenied ||
+			sum.FalselyLimited != total.FalselyLimited || sum.FalselyLetThrough != total.FalselyLetThrough {
+			t.Errorf("%s: classes add up to %+v, total %+v", total.Algorithm, sum, total)
+		}
+		if sources != rep.Sources || requests != rep.Requests {
+			t.Errorf("classes hold %d sources and %d requests, want %d and %d", sources, requests, rep.Sources, rep.Requests)
+		}
+	}
+	if c := rep.Classes[SteadyUnder]; c.Class != "steady-under" || c.Results[0].ExactLimited != 0 {
+		t.Errorf("steady-under class: %+v, want no request over the limit", c)
+	}
+}

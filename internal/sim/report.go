@@ -14,7 +14,18 @@ type Report struct {
 	Sources  int      `json:"sources"`
 	Requests int64    `json:"requests"`
 	Results  []Result `json:"algorithms"` // in the order of Options.Algorithms
-	Series   []Series `json:"-"`          // in the order of Options.Watch
+	// Classes breaks Results down by traffic class, when the workload
+	// has classes (a Trace does): the same counts over its sources only.
+	Classes []ClassReport `json:"classes,omitempty"`
+	Series  []Series      `json:"-"` // in the order of Options.Watch
+}
+
+// ClassReport is the part of a Report about the sources of one class.
+type ClassReport struct {
+	Class    string   `json:"class"`
+	Sources  int      `json:"sources"`
+	Requests int64    `json:"requests"`
+	Results  []Result `json:"algorithms"`
 }
 
 // Result is one algorithm's comparison with the exact reference. Request
@@ -71,13 +82,7 @@ const (
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "algorithm\twrongly allowed\twrongly denied\twrongly decided\tmean rate diff\tsources falsely limited\tfalsely let through\tworst miss\t")
-	n := float64(max(1, rep.Requests))
-	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%.4f%%\t%.4f%%\t%.4f%%\t%.2f%%\t%d\t%d\t%s\t\n", r.Algorithm,
-			100*float64(r.WronglyAllowed)/n, 100*float64(r.WronglyDenied)/n,
-			100*float64(r.WronglyAllowed+r.WronglyDenied)/n, 100*r.MeanRateDiff,
-			r.FalselyLimited, r.FalselyLetThrough, miss(r))
-	}
+	writeRows(tw, "", rep.Requests, rep.Results)
 	fmt.Fprintf(tw, "cloudflare*\t\t\t%.3f%%\t%.0f%%\t%d\t%d\t< +15%%\t\n",
 		cloudflareWrong, cloudflareDiff, cloudflareFalsePos, cloudflareFalseNeg)
 	if err := tw.Flush(); err != nil {
@@ -85,6 +90,49 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintln(w, "* Cloudflare's published figures for the two-counter sliding window: 400M requests, 270,000 sources.")
 	return err
+}
+
+// WriteClassTable writes Classes as two aligned tables: the classes' share
+// of the trace, then each class's results as shares of its own requests.
+func (rep *Report) WriteClassTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tsources\trequests\tshare of requests\tof them over the limit (exact)\t")
+	for _, c := range rep.Classes {
+		over := "-" // in enforcing mode, each algorithm has its own reference
+		if rep.Mode == "shadow" && len(c.Results) > 0 {
+			over = fmt.Sprintf("%.2f%%", 100*float64(c.Results[0].ExactLimited)/float64(max(1, c.Requests)))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t\n", c.Class, c.Sources, c.Requests,
+			100*float64(c.Requests)/float64(max(1, rep.Requests)), over)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\talgorithm\twrongly allowed\twrongly denied\twrongly decided\tmean rate diff\tsources falsely limited\tfalsely let through\tworst miss\t")
+	for _, c := range rep.Classes {
+		writeRows(tw, c.Class, c.Requests, c.Results)
+	}
+	return tw.Flush()
+}
+
+// writeRows writes one row per result, as shares of requests, prefixed
+// by a label column (filled on the first row only) when withLabel is set.
+func writeRows(tw io.Writer, label string, requests int64, results []Result) {
+	withLabel, n := label != "", float64(max(1, requests))
+	for k, r := range results {
+		if withLabel {
+			if k > 0 {
+				label = ""
+			}
+			fmt.Fprintf(tw, "%s\t", label)
+		}
+		fmt.Fprintf(tw, "%s\t%.4f%%\t%.4f%%\t%.4f%%\t%.2f%%\t%d\t%d\t%s\t\n", r.Algorithm,
+			100*float64(r.WronglyAllowed)/n, 100*float64(r.WronglyDenied)/n,
+			100*float64(r.WronglyAllowed+r.WronglyDenied)/n, 100*r.MeanRateDiff,
+			r.FalselyLimited, r.FalselyLetThrough, miss(r))
+	}
 }
 
 func miss(r Result) string {

@@ -75,6 +75,9 @@ func Run(ctx context.Context, w Workload, p algo.Params, o Options) (*Report, er
 	}
 	r := &run{w: w, p: p, names: names, enforce: o.Enforce, watch: watch,
 		chunks: make([][]tally, (w.Sources()+chunk-1)/chunk), series: make([]Series, len(o.Watch))}
+	if c, ok := w.(interface{ Class(i int) Class }); ok {
+		r.classOf = c.Class
+	}
 	if err := r.start(ctx, o.Workers); err != nil {
 		return nil, err
 	}
@@ -99,7 +102,8 @@ type run struct {
 	enforce bool
 	watch   map[int]int // source → slot in series
 	next    atomic.Int64
-	chunks  [][]tally // per chunk, per algorithm
+	classOf func(int) Class // nil when the workload has no classes
+	chunks  [][]tally       // per chunk, per class × algorithm
 	series  []Series  // per watched source; each written by one worker
 }
 
@@ -134,14 +138,19 @@ func (r *run) work(ctx context.Context) error {
 		if c >= len(r.chunks) {
 			return nil
 		}
-		out := make([]tally, len(r.names))
+		out := make([]tally, int(numClasses)*len(r.names))
 		for i := c * chunk; i < min(r.w.Sources(), (c+1)*chunk); i++ {
+			class := Class(0)
+			if r.classOf != nil {
+				class = r.classOf(i)
+			}
+			into := out[int(class)*len(r.names):][:len(r.names)]
 			buf = r.w.Requests(buf[:0], i)
 			if !slices.IsSorted(buf) {
 				return fmt.Errorf("sim: source %d: request instants are not in ascending order", i)
 			}
 			slot, watched := r.watch[i]
-			points := rp.source(buf, out, watched && !r.enforce)
+			points := rp.source(buf, into, watched && !r.enforce)
 			if watched && r.enforce {
 				points = shadow.source(buf, make([]tally, len(r.names)), true)
 			}
@@ -154,22 +163,40 @@ func (r *run) work(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// report merges the chunks in order.
+// report merges the chunks in order, then the classes.
 func (r *run) report() *Report {
-	total := make([]tally, len(r.names))
+	n := len(r.names)
+	byClass := make([]tally, int(numClasses)*n)
 	for _, c := range r.chunks {
-		for k := range total {
-			total[k].add(&c[k])
+		for k := range byClass {
+			byClass[k].add(&c[k])
 		}
+	}
+	total := make([]tally, n)
+	for k := range byClass {
+		total[k%n].add(&byClass[k])
 	}
 	mode := "shadow"
 	if r.enforce {
 		mode = "enforce"
 	}
 	rep := &Report{Mode: mode, Rate: r.p.Rate, Window: r.p.Window, Sources: r.w.Sources(),
-		Requests: total[0].requests, Series: r.series}
-	for k, t := range total {
-		rep.Results = append(rep.Results, t.result(r.names[k], r.p.Rate))
+		Requests: total[0].requests, Series: r.series, Results: r.results(total)}
+	for c := range numClasses {
+		if r.classOf == nil {
+			break
+		}
+		t := byClass[int(c)*n:][:n]
+		rep.Classes = append(rep.Classes, ClassReport{Class: c.String(), Sources: t[0].sources,
+			Requests: t[0].requests, Results: r.results(t)})
 	}
 	return rep
+}
+
+func (r *run) results(t []tally) []Result {
+	out := make([]Result, len(t))
+	for k := range t {
+		out[k] = t[k].result(r.names[k], r.p.Rate)
+	}
+	return out
 }
