@@ -104,7 +104,7 @@ type run struct {
 	next    atomic.Int64
 	classOf func(int) Class // nil when the workload has no classes
 	chunks  [][]tally       // per chunk, per class × algorithm
-	series  []Series  // per watched source; each written by one worker
+	series  []Series        // per watched source; each written by one worker
 }
 
 func (r *run) start(ctx context.Context, workers int) error {
