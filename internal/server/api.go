@@ -1,0 +1,266 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// checkRequest is the body of POST /v1/check and POST /v1/reset.
+type checkRequest struct {
+	// Zone names a configured zone. Required.
+	Zone string `json:"zone"`
+	// Key is the key to check; Keys several keys checked together. Exactly
+	// one of them.
+	Key  string   `json:"key"`
+	Keys []string `json:"keys"`
+	// Cost is what the check spends; absent means 1, 0 peeks.
+	Cost *int64 `json:"cost"`
+}
+
+// checkResponse is the body of a /v1/check answer, 200 or 429.
+type checkResponse struct {
+	Allowed    bool    `json:"allowed"`
+	Zone       string  `json:"zone"`
+	Source     string  `json:"source"`
+	Shadowed   bool    `json:"shadowed"`
+	RetryAfter float64 `json:"retry_after"`
+	// Limits has one entry per key and limit, in order (keys outer). Empty
+	// when the store could not be reached and a failure policy decided.
+	Limits []limitResult `json:"limits"`
+}
+
+type limitResult struct {
+	Key        string  `json:"key"`
+	Name       string  `json:"name"`
+	Limit      string  `json:"limit"`
+	Algorithm  string  `json:"algorithm"`
+	Allowed    bool    `json:"allowed"`
+	Shadow     bool    `json:"shadow"`
+	Used       float64 `json:"used"`
+	Remaining  int64   `json:"remaining"`
+	RetryAfter float64 `json:"retry_after"`
+	ResetAfter float64 `json:"reset_after"`
+}
+
+// apiProblem is a request the API refuses, with its status.
+type apiProblem struct {
+	status int
+	title  string
+	detail string
+}
+
+func (p *apiProblem) Error() string { return p.detail }
+
+func badRequest(format string, args ...any) *apiProblem {
+	return &apiProblem{status: http.StatusBadRequest, title: "Bad request", detail: fmt.Sprintf(format, args...)}
+}
+
+// writeProblem answers with err as application/problem+json: an
+// *apiProblem as given, a too large body as 413, invalid input as 400,
+// anything else as 503 (the store could not decide).
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		p  *apiProblem
+		mb *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &p):
+	case errors.As(err, &mb):
+		p = &apiProblem{http.StatusRequestEntityTooLarge, "Request body too large", fmt.Sprintf("the body is larger than %d bytes", mb.Limit)}
+	case errors.Is(err, sluice.ErrInvalid):
+		p = badRequest("%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
+	default:
+		s.log.Warn("could not decide", "path", r.URL.Path, "err", err)
+		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", err.Error()}
+	}
+	httplimit.WriteProblem(w, &httplimit.Problem{Title: p.title, Status: p.status, Detail: p.detail})
+}
+
+// decodeRequest reads one JSON object from r's body.
+func decodeRequest(r *http.Request) (*checkRequest, error) {
+	body, err := io.ReadAll(r.Body)
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb):
+		return nil, err
+	case err != nil:
+		return nil, badRequest("reading the body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req checkRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("invalid JSON body: data after the object")
+	}
+	return &req, nil
+}
+
+// build fills c with the hits of req against the current zones.
+func (st *state) build(req *checkRequest, c *sluice.Check) (*zone, error) {
+	if req.Zone == "" {
+		return nil, badRequest(`missing "zone"`)
+	}
+	z := st.zones[req.Zone]
+	if z == nil {
+		return nil, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(req.Zone, 64), st.zoneList())}
+	}
+	keys := req.Keys
+	switch {
+	case req.Key != "" && len(req.Keys) > 0:
+		return nil, badRequest(`set "key" or "keys", not both`)
+	case req.Key != "":
+		keys = []string{req.Key}
+	case len(keys) == 0:
+		return nil, badRequest(`missing "key" (or "keys")`)
+	}
+	if n := len(keys) * len(z.cfg.Limits); n > sluice.MaxHits {
+		return nil, badRequest("%d keys × %d limits of zone %q make %d hits, more than %d", len(keys), len(z.cfg.Limits), z.cfg.Name, n, sluice.MaxHits)
+	}
+	for i, k := range keys {
+		if k == "" {
+			return nil, badRequest("keys[%d] is empty", i)
+		}
+		if slices.Index(keys, k) < i {
+			return nil, badRequest("keys[%d] repeats keys[%d]", i, slices.Index(keys, k))
+		}
+		c.Hits = z.hits(c.Hits, k)
+	}
+	c.Cost = 1
+	if req.Cost != nil {
+		c.Cost = *req.Cost
+	}
+	c.Group = z.cfg.Group
+	return z, nil
+}
+
+func (st *state) zoneList() string {
+	names := make([]string, 0, len(st.zones))
+	for n := range st.zones {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) > 10 {
+		names = append(names[:10], "...")
+	}
+	return strings.Join(names, ", ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// handleCheck serves POST /v1/check: 200 with the decision when allowed,
+// 429 with the decision and Retry-After when denied.
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRequest(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	st := s.state.Load()
+	b := s.getCheckBuf()
+	defer s.putCheckBuf(b)
+	z, err := st.build(req, &b.c)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	b.d.Reset(len(b.c.Hits))
+	err = z.limiter.Check(r.Context(), b.c, &b.d)
+	s.metrics.observe([]string{z.cfg.Name}, &b.d, err)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	httplimit.SetFields(w.Header(), b.c, &b.d)
+	status := http.StatusOK
+	if !b.d.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	writeJSON(w, status, decisionResponse(z.cfg.Name, b.c, &b.d))
+}
+
+func decisionResponse(zone string, c sluice.Check, d *sluice.Decision) *checkResponse {
+	resp := &checkResponse{
+		Allowed:    d.Allowed,
+		Zone:       zone,
+		Source:     d.Source.String(),
+		Shadowed:   d.Shadowed,
+		RetryAfter: d.RetryAfter().Seconds(),
+		Limits:     make([]limitResult, 0, len(d.Hits)),
+	}
+	if !d.Allowed && len(d.Hits) == 0 {
+		resp.RetryAfter = 1 // fail-closed: the store said nothing; retry soon
+	}
+	for i, h := range d.Hits {
+		hit := c.Hits[i]
+		resp.Limits = append(resp.Limits, limitResult{
+			Key:        hit.Key,
+			Name:       hit.Limit.Label(),
+			Limit:      hit.Limit.String(),
+			Algorithm:  string(hit.Limit.Algo()),
+			Allowed:    h.Allowed,
+			Shadow:     h.Shadow,
+			Used:       h.Used,
+			Remaining:  h.Remaining,
+			RetryAfter: h.RetryAfter.Seconds(),
+			ResetAfter: h.ResetAfter.Seconds(),
+		})
+	}
+	return resp
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// handleReset serves POST /v1/reset: 204 once the keys' state in the zone
+// is forgotten.
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRequest(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	if req.Cost != nil {
+		s.writeProblem(w, r, badRequest(`"cost" has no meaning in a reset`))
+		return
+	}
+	st := s.state.Load()
+	b := s.getCheckBuf()
+	defer s.putCheckBuf(b)
+	z, err := st.build(req, &b.c)
+	if err == nil {
+		err = z.limiter.Reset(r.Context(), b.c)
+	}
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	s.log.Info("reset", "zone", z.cfg.Name, "keys", len(b.c.Hits)/len(z.cfg.Limits))
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// The headers the auth_request endpoint reads, as nginx is told to set
+// them (see docs/server.md).
+const (
+	headerRealIP         = "X-Real-Ip"
+	headerOriginalURI    = "X-Original-Uri"
+	headerOriginalMethod = "X-Original-Method"
+	headerOriginalHost   = "X-Original-Host"
+)
+
+// DefaultAuthDenyStatus is the status /v1/auth denies with: nginx's
+// auth_request passes only 401 and 403 on (anything else becomes 500), so
+// a denial is 403 and nginx maps it to 429 with error_page.
+const DefaultAuthDenyStatus = http.StatusForbidden
+
+// handleAuth serves /v1/auth?zone=NAME[&zone=NAME...][&deny_status=N], the
+// target of nginx's auth_request: 204 when the original request may
+// proceed, 403 (or deny_status) with Retry-After when it is denied, 401
+// when it carries no key for a zone. The original request is described
+// by X-Real-IP, X-Original-URI, X-Original-Method and X-Original-Host (or
+// Host), and its other headers, which nginx forwards.
+func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	zones, names, group, denyStatus, err := st.authParams(r.URL.Query())
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	orig, err := originalRequest(r)
+	if err != nil {
+		s.writeProblem(w, r, err)
+		return
+	}
+	policies := make([]config.FailurePolicy, len(zones))
+	for i, z := range zones {
+		policies[i] = z.cfg.Failure
+	}
+	b := s.getCheckBuf()
+	defer s.putCheckBuf(b)
+	if err := s.decide(orig, zones, names, group, s.backend.limiter(policies...), b); err != nil {
+		s.writeUndecided(w, r, err, http.StatusUnauthorized)
+		return
+	}
+	if !b.d.Allowed {
+		httplimit.WriteDenied(w, denyStatus, b.c, &b.d)
+		return
+	}
+	httplimit.SetFields(w.Header(), b.c, &b.d)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// authParams reads the zones and the deny status of an auth request.
+func (st *state) authParams(q url.Values) (zones []*zone, names []string, group string, denyStatus int, err error) {
+	denyStatus = DefaultAuthDenyStatus
+	if v := q.Get("deny_status"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 400 || n > 499 {
+			return nil, nil, "", 0, badRequest("deny_status %q is not a 4xx status", truncate(v, 16))
+		}
+		denyStatus = n
+	}
+	for _, v := range q["zone"] {
+		for name := range strings.SplitSeq(v, ",") {
+			z := st.zones[name]
+			if z == nil {
+				return nil, nil, "", 0, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(name, 64), st.zoneList())}
+			}
+			if z.cfg.Group != "" && group != "" && z.cfg.Group != group {
+				return nil, nil, "", 0, badRequest("zones of one check must share their group: %q has %q, another has %q", name, z.cfg.Group, group)
+			}
+			if z.cfg.Group != "" {
+				group = z.cfg.Group
+			}
+			zones, names = append(zones, z), append(names, name)
+		}
+	}
+	if len(zones) == 0 {
+		return nil, nil, "", 0, badRequest("missing ?zone=NAME")
+	}
+	return zones, names, group, denyStatus, nil
+}
+
+// originalRequest rebuilds the request nginx is asking about, for the
+// zones' key functions: its client address from X-Real-IP, its URI from
+// X-Original-URI, its method and host, and the forwarded headers.
+func originalRequest(r *http.Request) (*http.Request, error) {
+	orig := &http.Request{
+		Method:     r.Method,
+		Host:       r.Host,
+		Header:     r.Header,
+		RemoteAddr: r.RemoteAddr,
+		URL:        &url.URL{Path: "/"},
+	}
+	orig = orig.WithContext(r.Context())
+	if ip := strings.TrimSpace(r.Header.Get(headerRealIP)); ip != "" {
+		orig.RemoteAddr = net.JoinHostPort(ip, "0")
+	}
+	if uri := r.Header.Get(headerOriginalURI); uri != "" {
+		u, err := url.ParseRequestURI(uri)
+		if err != nil {
+			return nil, badRequest("%s %q is not a request URI", headerOriginalURI, truncate(uri, 128))
+		}
+		orig.URL, orig.RequestURI = u, uri
+	}
+	if m := r.Header.Get(headerOriginalMethod); m != "" {
+		orig.Method = m
+	}
+	if h := r.Header.Get(headerOriginalHost); h != "" {
+		orig.Host = h
+	}
+	return orig, nil
+}

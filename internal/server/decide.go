@@ -1,0 +1,45 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// decide checks r against zones, all or nothing: one hit per limit of
+// every zone, each zone keyed by its own key function. The outcome is in
+// b.d. An error wrapping httplimit.ErrNoKey means the request carries no
+// key for some zone.
+func (s *Server) decide(r *http.Request, zones []*zone, names []string, group string, limiter sluice.Limiter, b *checkBuf) error {
+	for _, z := range zones {
+		key, err := z.key(r)
+		if err != nil {
+			return fmt.Errorf("zone %q: %w", z.cfg.Name, err)
+		}
+		b.c.Hits = z.hits(b.c.Hits, key)
+	}
+	b.c.Cost, b.c.Group = 1, group
+	b.d.Reset(len(b.c.Hits))
+	err := limiter.Check(r.Context(), b.c, &b.d)
+	s.metrics.observe(names, &b.d, err)
+	return err
+}
+
+// writeUndecided answers a proxied or auth_request request that could not
+// be checked: no key (noKeyStatus), invalid input (400), or a store error
+// the failure policy did not absorb (503).
+func (s *Server) writeUndecided(w http.ResponseWriter, r *http.Request, err error, noKeyStatus int) {
+	p := httplimit.Problem{Title: "Rate limiter unavailable", Status: http.StatusServiceUnavailable, Detail: "the rate limiter could not decide"}
+	switch {
+	case errors.Is(err, httplimit.ErrNoKey):
+		p = httplimit.Problem{Title: "No rate limit key", Status: noKeyStatus, Detail: err.Error()}
+	case errors.Is(err, sluice.ErrInvalid):
+		p = httplimit.Problem{Title: "Bad request", Status: http.StatusBadRequest, Detail: err.Error()}
+	default:
+		s.log.Warn("could not decide", "path", r.URL.Path, "err", err)
+	}
+	httplimit.WriteProblem(w, &p)
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of its own.
+type metrics struct {
+	reg           *prometheus.Registry
+	checks        *prometheus.CounterVec
+	degraded      *prometheus.CounterVec
+	storeDuration *prometheus.HistogramVec
+	reloads       *prometheus.CounterVec
+	proxyErrors   prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_checks_total",
+			Help: "Checks decided, by zone and result (allowed, denied, shadow_denied, error). A check over several zones counts once in each.",
+		}, []string{"zone", "result"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_degraded_decisions_total",
+			Help: "Checks decided without the store because it failed, by zone and source (fail-open, fail-closed, fallback).",
+		}, []string{"zone", "source"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_store_duration_seconds",
+			Help:    "Latency of store calls, by operation (check, reset), errors included.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"op"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Configuration reloads, by result (ok, failed). A failed reload keeps the running configuration.",
+		}, []string{"result"}),
+		proxyErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_proxy_upstream_errors_total",
+			Help: "Proxied requests that got no response from their upstream (answered 502).",
+		}),
+	}
+	m.reg.MustRegister(m.checks, m.degraded, m.storeDuration, m.reloads, m.proxyErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("failed")
+	return m
+}
+
+// observe counts one decision (or error) of a check over zones.
+func (m *metrics) observe(zones []string, d *sluice.Decision, err error) {
+	result := "allowed"
+	switch {
+	case err != nil:
+		result = "error"
+	case !d.Allowed:
+		result = "denied"
+	case d.Shadowed:
+		result = "shadow_denied"
+	}
+	for _, z := range zones {
+		m.checks.WithLabelValues(z, result).Inc()
+		if err == nil && d.Source.Degraded() {
+			m.degraded.WithLabelValues(z, d.Source.String()).Inc()
+		}
+	}
+}
+
+// timedLimiter observes the latency of every call to the store.
+type timedLimiter struct {
+	next sluice.Limiter
+	hist *prometheus.HistogramVec
+}
+
+func (t *timedLimiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	start := time.Now()
+	err := t.next.Check(ctx, c, d)
+	t.hist.WithLabelValues("check").Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (t *timedLimiter) Reset(ctx context.Context, c sluice.Check) error {
+	start := time.Now()
+	err := t.next.Reset(ctx, c)
+	t.hist.WithLabelValues("reset").Observe(time.Since(start).Seconds())
+	return err
+}
+
+// edgeCollector exports the counters of the backend's breaker, guards,
+// deny caches and memory store, read at scrape time.
+type edgeCollector struct {
+	b *backend
+}
+
+var (
+	descBreakerState  = prometheus.NewDesc("sluice_store_breaker_open", "1 while the store breaker is open or probing, 0 while closed.", nil, nil)
+	descBreakerOpens  = prometheus.NewDesc("sluice_store_breaker_opens_total", "Times the store breaker opened.", nil, nil)
+	descStoreErrors   = prometheus.NewDesc("sluice_store_errors_total", "Store calls that failed (unreachable or timed out), by failure policy.", []string{"policy"}, nil)
+	descStoreTimeouts = prometheus.NewDesc("sluice_store_timeouts_total", "Store calls that timed out, by failure policy.", []string{"policy"}, nil)
+	descSkipped       = prometheus.NewDesc("sluice_store_skipped_total", "Checks decided without calling the store because the breaker was open, by failure policy.", []string{"policy"}, nil)
+	descDenyHits      = prometheus.NewDesc("sluice_deny_cache_hits_total", "Checks denied from the deny cache without the store, by failure policy.", []string{"policy"}, nil)
+	descDenyEntries   = prometheus.NewDesc("sluice_deny_cache_entries", "Denials held in the deny cache, by failure policy.", []string{"policy"}, nil)
+	descMemKeys       = prometheus.NewDesc("sluice_memstore_keys", "States held by the memory store.", nil, nil)
+	descMemEvictions  = prometheus.NewDesc("sluice_memstore_evictions_total", "States the memory store dropped early because it was full.", nil, nil)
+)
+
+func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries, descMemKeys, descMemEvictions} {
+		ch <- d
+	}
+}
+
+func (e edgeCollector) Collect(ch chan<- prometheus.Metric) {
+	if st := e.b.store.Stats; st != nil {
+		s := st()
+		ch <- prometheus.MustNewConstMetric(descMemKeys, prometheus.GaugeValue, float64(s.Keys))
+		ch <- prometheus.MustNewConstMetric(descMemEvictions, prometheus.CounterValue, float64(s.Evictions))
+	}
+	if e.b.breaker == nil {
+		return
+	}
+	bs := e.b.breaker.Stats()
+	open := 0.0
+	if bs.State.String() != "closed" {
+		open = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descBreakerState, prometheus.GaugeValue, open)
+	ch <- prometheus.MustNewConstMetric(descBreakerOpens, prometheus.CounterValue, float64(bs.Opens))
+	for p, chain := range e.b.policies {
+		gs, cs := chain.guard.Stats(), chain.cache.Stats()
+		ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(gs.StoreErrors), string(p))
+		ch <- prometheus.MustNewConstMetric(descStoreTimeouts, prometheus.CounterValue, float64(gs.Timeouts), string(p))
+		ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(gs.Skipped), string(p))
+		ch <- prometheus.MustNewConstMetric(descDenyHits, prometheus.CounterValue, float64(cs.Hits), string(p))
+		ch <- prometheus.MustNewConstMetric(descDenyEntries, prometheus.GaugeValue, float64(cs.Entries), string(p))
+	}
+}

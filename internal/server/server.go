@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// Defaults of Options.
+const (
+	DefaultWatchInterval   = 2 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Options configure a Server. The zero value means defaults.
+type Options struct {
+	// Logger receives the server's structured logs. Default: discard.
+	Logger *slog.Logger
+	// LevelVar, when set, is the level of Logger's handler: a reload sets
+	// it to the new file's log.level. Default nil: the level is fixed.
+	LevelVar *slog.LevelVar
+	// ConfigPath is the file Reload reads and the watcher polls. Default
+	// empty: no reload, no watching.
+	ConfigPath string
+	// WatchInterval is how often ConfigPath's size and modification time
+	// are polled; a change triggers a reload. Negative disables polling
+	// (SIGHUP and Reload still work). Default 2s.
+	WatchInterval time.Duration
+	// ShutdownTimeout bounds how long Serve waits for in-flight requests
+	// after its context ends; past it, connections are closed. Default 30s.
+	ShutdownTimeout time.Duration
+	// Overrides are the flag and environment settings applied on top of
+	// every reloaded file, as they were on the first. Default nil.
+	Overrides *config.Overrides
+	// Store is the store to check with. Default: OpenStore of the
+	// configuration's store section. The server closes it on shutdown.
+	Store *Store
+}
+
+// Server is the sluice decision service: the HTTP API, the nginx
+// auth_request endpoint, the reverse proxy and the operational endpoints,
+// on the listeners of its configuration. Create one with New, then call
+// Listen (optional: to learn the bound addresses) and Serve.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	metrics   *metrics
+	backend   *backend
+	transport *http.Transport
+	state     atomic.Pointer[state]
+	bufs      sync.Pool
+
+	reloadMu sync.Mutex
+	// running is the configuration whose store and listeners are in use;
+	// a reload cannot change them.
+	running *config.Config
+
+	listeners []*listener
+}
+
+type listener struct {
+	cfg config.Listener
+	ln  net.Listener
+	srv *http.Server
+}
+
+// New returns a Server for cfg. It opens the store (unless opts.Store is
+// set) but does not listen yet.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.WatchInterval == 0 {
+		opts.WatchInterval = DefaultWatchInterval
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
+	store := opts.Store
+	if store == nil {
+		var err error
+		if store, err = OpenStore(ctx, cfg.Store); err != nil {
+			return nil, err
+		}
+	}
+	b, err := newBackend(store, cfg.Store, s.metrics, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.backend = b
+	s.metrics.reg.MustRegister(edgeCollector{b})
+	st, err := s.compile(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.state.Store(st)
+	return s, nil
+}
+
+// Config returns the configuration being served.
+func (s *Server) Config() *config.Config { return s.state.Load().cfg }
+
+// Listen binds every listener of the configuration. Serve calls it if it
+// was not called.
+func (s *Server) Listen() error {
+	if s.listeners != nil {
+		return nil
+	}
+	var lc net.ListenConfig
+	for _, cfg := range s.running.Listeners {
+		ln, err := lc.Listen(context.Background(), "tcp", cfg.Addr)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("server: listen (%s) on %s: %w", cfg.Serve, cfg.Addr, err)
+		}
+		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: s.httpServer(cfg)})
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	s.listeners = nil
+}
+
+// Addrs returns the bound address of each listener, in configuration
+// order, with its role. Empty before Listen.
+func (s *Server) Addrs() []Addr {
+	out := make([]Addr, len(s.listeners))
+	for i, l := range s.listeners {
+		out[i] = Addr{Role: l.cfg.Serve, Addr: l.ln.Addr().String()}
+	}
+	return out
+}
+
+// Addr is a bound listener.
+type Addr struct {
+	Role config.Role
+	// Addr is host:port, with the port chosen by the system when the
+	// configuration asked for port 0.
+	Addr string
+}
+
+func (s *Server) httpServer(cfg config.Listener) *http.Server {
+	var h http.Handler
+	if cfg.Serve == config.ProxyRole {
+		h = s.proxyHandler()
+	} else {
+		h = s.apiHandler()
+	}
+	return &http.Server{
+		Handler:           limitBody(h, cfg.MaxBodyBytes),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// limitBody caps request bodies at n bytes: reading past it fails with
+// *http.MaxBytesError, which handlers answer with 413.
+func limitBody(h http.Handler, n int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Serve serves every listener until ctx ends, then shuts down gracefully:
+// it stops accepting, waits up to Options.ShutdownTimeout for in-flight
+// requests, and closes the store. It also watches the configuration file
+// for changes when Options.ConfigPath is set. It returns nil after a clean
+// shutdown, or the first listener's error.
+func (s *Server) Serve(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	errc := make(chan error, len(s.listeners))
+	for _, l := range s.listeners {
+		go func() { errc <- l.srv.Serve(l.ln) }()
+		s.log.Info("listening", "addr", l.ln.Addr().String(), "serve", string(l.cfg.Serve))
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if s.opts.ConfigPath != "" && s.opts.WatchInterval > 0 {
+		go s.watch(watchCtx, s.opts.ConfigPath, s.opts.WatchInterval)
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		err = fmt.Errorf("server: %w", err)
+	}
+	stopWatch()
+	return errors.Join(err, s.shutdown())
+}
+
+// shutdown stops every listener, draining in-flight requests within the
+// shutdown timeout, then closes the store.
+func (s *Server) shutdown() error {
+	s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range s.listeners {
+		wg.Go(func() {
+			if err := l.srv.Shutdown(ctx); err != nil {
+				s.log.Warn("shutdown timed out; closing connections", "addr", l.ln.Addr().String(), "err", err)
+				l.srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	s.transport.CloseIdleConnections()
+	if err := s.backend.close(); err != nil {
+		return fmt.Errorf("server: close store: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
