@@ -1,0 +1,136 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/sluicehq/sluice"
+)
+
+// checkHead is the number of check.lua's ARGV before the hits' (now, cost,
+// id, padding); hitArgCount the number per hit.
+const (
+	checkHead   = 4
+	hitArgCount = 5
+)
+
+// call is one script call: the hits of a check that share a hash slot (all
+// of them outside a Cluster).
+type call struct {
+	slot uint16
+	hits []int    // indexes into Check.Hits
+	keys []string // KEYS, one per hit
+	args []string // check.lua's ARGV (nil for a reset)
+}
+
+// plan splits c into calls: one outside a Cluster, one per hash slot in
+// ascending slot order inside. withArgs builds check.lua's ARGV.
+func (s *Store) plan(c sluice.Check, withArgs bool) []call {
+	var calls []call
+	var head []string
+	if withArgs {
+		now := ""
+		if s.now != nil {
+			now = strconv.FormatInt(s.now().UnixMicro(), 10)
+		}
+		id := s.idPrefix + "." + strconv.FormatUint(s.seq.Add(1), 36)
+		head = []string{now, strconv.FormatInt(c.Cost, 10), id, s.padding}
+	}
+	for i, h := range c.Hits {
+		key, tag := stateKey(s.prefix, h, c.Group)
+		var sl uint16
+		if s.cluster {
+			sl = slot(tag)
+		}
+		j := slices.IndexFunc(calls, func(cl call) bool { return cl.slot == sl })
+		if j < 0 {
+			calls = append(calls, call{slot: sl, args: slices.Clip(head)})
+			j = len(calls) - 1
+		}
+		cl := &calls[j]
+		cl.hits, cl.keys = append(cl.hits, i), append(cl.keys, key)
+		if withArgs {
+			cl.args = append(cl.args, hitArgs(h, c.Shadow)...)
+		}
+	}
+	slices.SortFunc(calls, func(a, b call) int { return int(a.slot) - int(b.slot) })
+	return calls
+}
+
+// hitArgs is one hit's part of check.lua's ARGV: algorithm code, rate,
+// window µs, bucket µs, shadow flag.
+func hitArgs(h sluice.Hit, shadow bool) []string {
+	flag := "0"
+	if shadow || h.Limit.Shadow {
+		flag = "1"
+	}
+	return []string{
+		algoCode[h.Limit.Algo()],
+		strconv.FormatInt(h.Limit.Rate, 10),
+		strconv.FormatInt(h.Limit.Window.Microseconds(), 10),
+		strconv.FormatInt(h.Limit.Bucket().Microseconds(), 10),
+		flag,
+	}
+}
+
+// runChecks runs check.lua for every call, concurrently when there are
+// several, and decodes the replies. replies[i] is valid when errs is nil or
+// when the call succeeded (ok[i]); the first error is returned.
+func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, error) {
+	replies := make([]checkReply, len(calls))
+	errs := make([]error, len(calls))
+	one := func(i int) {
+		raw, err := run(ctx, s.sc, s.scripts.check, calls[i].keys, calls[i].args)
+		if err == nil {
+			replies[i], err = decodeCheck(raw, len(calls[i].hits))
+		}
+		errs[i] = err
+	}
+	if len(calls) == 1 {
+		one(0)
+		return replies, errs[0]
+	}
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() { one(i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			replies[i] = checkReply{} // not recorded
+		}
+	}
+	return replies, errors.Join(errs...)
+}
+
+// decide fills d from the replies of every call of c.
+func (s *Store) decide(c sluice.Check, calls []call, replies []checkReply, d *sluice.Decision) {
+	n := len(c.Hits)
+	d.Reset(n)
+	d.Source = sluice.FromStore
+	byHit := make([]hitReply, n)
+	allowed := true
+	for k, cl := range calls {
+		allowed = allowed && replies[k].allowed
+		for j, i := range cl.hits {
+			byHit[i] = replies[k].hits[j]
+		}
+	}
+	recorded := allowed && c.Cost > 0
+	for i, h := range c.Hits {
+		shadow := c.Shadow || h.Limit.Shadow
+		r := byHit[i]
+		d.Hits[i] = result(h, shadow, r, recorded)
+		switch {
+		case r.fits:
+		case shadow:
+			d.Shadowed = true
+		case d.Denier < 0:
+			d.Denier = i
+		}
+	}
+	d.Allowed = d.Denier < 0
+}

@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of Options.
+const (
+	// DefaultPrefix starts every key the Store writes.
+	DefaultPrefix = "sluice:"
+	// DefaultTimeout bounds each call to Redis.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultClockPadding is added to every TTL when Options.Now is set.
+	DefaultClockPadding = 10 * time.Second
+)
+
+// Options configure a Store. The zero value is not enough: exactly one of
+// URL, Client and Scripter must be set. Every other field has a default.
+type Options struct {
+	// URL is where Redis is: redis://[user:password@]host:port[/db],
+	// rediss://... (TLS), redis-sentinel://[user:password@]host:port,
+	// host:port/master[/db][?sentinel_password=...] (a master found
+	// through Sentinels), or redis-cluster://host:port,host:port (Cluster
+	// seeds). rediss-sentinel:// and rediss-cluster:// use TLS. The Store
+	// creates a rueidis client and Close closes it. Default: none.
+	URL string
+	// Client is a rueidis client to use instead of URL (standalone,
+	// Sentinel or Cluster, detected from Client.Mode). The Store does not
+	// close it. Default: none.
+	Client rueidis.Client
+	// Scripter is any Redis client behind the small Scripter interface,
+	// such as a go-redis client wrapped by package redisstore/goredis. The
+	// Store does not close it. Default: none.
+	Scripter Scripter
+	// Cluster tells that Scripter talks to a Redis Cluster, so that hits in
+	// different hash slots are sent in different script calls. Ignored with
+	// URL and Client, whose mode is detected. Default: false.
+	Cluster bool
+	// TLSConfig is used for rediss URLs. Default: nil, which verifies the
+	// server against the system roots with the URL's host name.
+	TLSConfig *tls.Config
+	// Prefix starts every key. It must not contain "{" or "}". Default:
+	// DefaultPrefix ("sluice:").
+	Prefix string
+	// Now, when set, is the clock: its reading in µs is sent with every
+	// check. Meant for tests and for callers that batch on their own
+	// clock. Default: nil, the Redis server's TIME read inside each script,
+	// one clock for every process.
+	Now func() time.Time
+	// Timeout bounds each call to Redis (a check, a refund, a reset); past
+	// it the call fails with sluice.ErrUnavailable. At least 1ms. Default:
+	// DefaultTimeout (50ms).
+	Timeout time.Duration
+	// MaxLogRate caps the Rate of Log limits (their memory grows with it).
+	// Default: sluice.DefaultMaxLogRate.
+	MaxLogRate int64
+	// ClockPadding is added to the TTL of every key written. With the
+	// server's clock a key expires exactly when its usage has fallen to
+	// zero, so no padding is needed; with Now, a clock behind the server's
+	// would otherwise let a key expire before its state is empty. Default:
+	// 0 without Now, DefaultClockPadding (10s) with Now.
+	ClockPadding time.Duration
+	// Logger receives the failures the Store cannot return, such as a
+	// refund that could not be made. Default: nil, which discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	set := 0
+	for _, ok := range []bool{o.URL != "", o.Client != nil, o.Scripter != nil} {
+		if ok {
+			set++
+		}
+	}
+	if set != 1 {
+		return o, fmt.Errorf("%w: set exactly one of Options.URL, Client and Scripter (%d set)", sluice.ErrInvalid, set)
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return o, fmt.Errorf("%w: prefix %q contains a brace, which would change the hash slot of every key", sluice.ErrInvalid, o.Prefix)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Timeout < time.Millisecond {
+		return o, fmt.Errorf("%w: timeout %v is below 1ms", sluice.ErrInvalid, o.Timeout)
+	}
+	if o.MaxLogRate == 0 {
+		o.MaxLogRate = sluice.DefaultMaxLogRate
+	}
+	if o.MaxLogRate < 0 {
+		return o, fmt.Errorf("%w: MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, o.MaxLogRate)
+	}
+	if o.ClockPadding == 0 && o.Now != nil {
+		o.ClockPadding = DefaultClockPadding
+	}
+	if o.ClockPadding < 0 {
+		return o, fmt.Errorf("%w: ClockPadding must be >= 0, got %v", sluice.ErrInvalid, o.ClockPadding)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}

@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+)
+
+// toRefund returns the calls that recorded the cost although the check as
+// a whole was not allowed: another slot denied, or another call failed.
+func (s *Store) toRefund(c sluice.Check, calls []call, replies []checkReply, err error) []int {
+	if len(calls) < 2 || c.Cost == 0 {
+		return nil
+	}
+	all := err == nil
+	for _, r := range replies {
+		all = all && r.allowed
+	}
+	if all {
+		return nil
+	}
+	var recorded []int
+	for k, r := range replies {
+		if r.allowed { // a failed call's reply is the zero value: not allowed
+			recorded = append(recorded, k)
+		}
+	}
+	return recorded
+}
+
+// refund runs refund.lua for the calls in which, so that a check denied in
+// one slot leaves nothing recorded in the others. It runs even when the
+// caller's context is done (with its own timeout): a refund left undone
+// over-counts until the keys expire. Failures are logged, not returned: the
+// decision stands, and the error only makes later checks stricter.
+func (s *Store) refund(ctx context.Context, c sluice.Check, calls []call, replies []checkReply, which []int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	for _, k := range which {
+		cl := calls[k]
+		args := []string{strconv.FormatInt(replies[k].now, 10), strconv.FormatInt(c.Cost, 10), cl.args[2]}
+		for j := range cl.hits {
+			// check.lua's per-hit ARGV minus the shadow flag.
+			base := checkHead + j*hitArgCount
+			args = append(args, cl.args[base:base+hitArgCount-1]...)
+		}
+		if _, err := run(ctx, s.sc, s.scripts.refund, cl.keys, args); err != nil {
+			s.log.Warn("redisstore: refund failed; the cost stays recorded until the keys expire",
+				"check", describe(c), "slot", cl.slot, "err", err)
+		}
+	}
+}

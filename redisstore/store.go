@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Store is a sluice.Limiter whose state lives in Redis and is changed only
+// by the atomic Lua scripts in scripts/. It is safe for concurrent use.
+type Store struct {
+	sc         Scripter
+	owned      rueidis.Client // created from Options.URL; closed by Close
+	cluster    bool
+	prefix     string
+	now        func() time.Time
+	timeout    time.Duration
+	maxLogRate int64
+	padding    string // ClockPadding in ms, as sent in ARGV
+	log        *slog.Logger
+	scripts    scripts
+	idPrefix   string
+	seq        atomic.Uint64
+}
+
+var _ sluice.Limiter = (*Store)(nil)
+
+// New returns a Store configured by opts. With Options.URL it connects
+// (rueidis needs a first successful connection: an unreachable Redis is an
+// error wrapping sluice.ErrUnavailable); a bad option is an error wrapping
+// sluice.ErrInvalid.
+func New(opts Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	s := &Store{
+		sc: o.Scripter, cluster: o.Cluster, prefix: o.Prefix, now: o.Now,
+		timeout: o.Timeout, maxLogRate: o.MaxLogRate, log: o.Logger,
+		padding: strconv.FormatInt(o.ClockPadding.Milliseconds(), 10),
+		scripts: loadScripts(), idPrefix: randomID(),
+	}
+	client := o.Client
+	if o.URL != "" {
+		u, err := parseURL(o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		if client, err = rueidis.NewClient(u.clientOption(o.TLSConfig)); err != nil {
+			return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", redact(o.URL), sluice.ErrUnavailable, err)
+		}
+		s.owned = client
+	}
+	if client != nil {
+		s.sc, s.cluster = rueidisScripter{client}, client.Mode() == rueidis.ClientModeCluster
+	}
+	return s, nil
+}
+
+// randomID returns 8 random bytes in base64url: the part of every check id
+// that keeps the log members of different Stores apart.
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Close closes the client the Store created from Options.URL. A Client or
+// Scripter given in Options is left open. Close is idempotent.
+func (s *Store) Close() error {
+	if s.owned != nil {
+		s.owned.Close()
+	}
+	return nil
+}
+
+// Check implements sluice.Limiter. It validates c before any round trip
+// (errors wrap sluice.ErrInvalid), then decides it with one script call,
+// or one per hash slot in a Cluster (see the package doc). A failure to get
+// an answer within Options.Timeout wraps sluice.ErrUnavailable; the
+// caller's context being done is returned as the context's error.
+func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
+	}
+	if err := c.Validate(s.maxLogRate); err != nil {
+		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
+	}
+	calls := s.plan(c, true)
+	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	replies, err := s.runChecks(callCtx, calls)
+	if err == nil {
+		s.decide(c, calls, replies, d)
+	}
+	if refunds := s.toRefund(c, calls, replies, err); len(refunds) > 0 {
+		s.refund(ctx, c, calls, replies, refunds)
+	}
+	if err != nil {
+		return s.failure(ctx, "check", c, err)
+	}
+	return nil
+}
+
+// Reset implements sluice.Limiter: it deletes the state of every hit of c,
+// with one call per hash slot. c.Cost is ignored.
+func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
+	c.Cost = 0
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: reset %s: %w", describe(c), err)
+	}
+	if err := c.Validate(s.maxLogRate); err != nil {
+		return fmt.Errorf("redisstore: reset %s: %w", describe(c), err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for _, call := range s.plan(c, false) {
+		if _, err := run(callCtx, s.sc, s.scripts.reset, call.keys, nil); err != nil {
+			return s.failure(ctx, "reset", c, err)
+		}
+	}
+	return nil
+}
+
+// failure wraps a Redis error: the caller's context is reported as such,
+// anything else means Redis could not answer.
+func (s *Store) failure(ctx context.Context, op string, c sluice.Check, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("redisstore: %s %s: %w", op, describe(c), ctxErr)
+	}
+	return fmt.Errorf("redisstore: %s %s: %w: %w", op, describe(c), sluice.ErrUnavailable, err)
+}
+
+// describe names a check in errors: its first hit's zone and key (at most
+// 64 bytes of it) and how many hits follow.
+func describe(c sluice.Check) string {
+	if len(c.Hits) == 0 {
+		return "(no hits)"
+	}
+	h := c.Hits[0]
+	key := h.Key
+	if len(key) > 64 {
+		key = key[:64] + "..."
+	}
+	s := fmt.Sprintf("zone %q key %q", h.Zone, key)
+	if len(c.Hits) > 1 {
+		s += fmt.Sprintf(" (+%d hits)", len(c.Hits)-1)
+	}
+	return s
+}
+
+// result turns one hit's reply into its HitResult; recorded tells whether
+// the check's cost was recorded on it.
+func result(h sluice.Hit, shadow bool, r hitReply, recorded bool) sluice.HitResult {
+	used, reset := r.used, r.reset
+	if recorded {
+		used, reset = r.usedAfter, r.resetAf
+	}
+	return sluice.HitResult{
+		Allowed:    r.fits,
+		Shadow:     shadow,
+		Used:       used,
+		Remaining:  algo.Remaining(h.Limit.Rate, used),
+		RetryAfter: time.Duration(r.retry) * time.Microsecond,
+		ResetAfter: time.Duration(reset) * time.Microsecond,
+	}
+}
