@@ -132,10 +132,11 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 	}
 	fmt.Fprintf(env.Stdout, "%d requests from %d sources over %v, limit %s, seed %d, %s mode, %v\n",
 		report.Requests, report.Sources, f.duration, f.limit, f.seed, report.Mode, elapsed.Round(time.Millisecond))
-	r0 := report.Results[0]
-	if !f.enforce {
+	if r0 := report.Results[0]; !f.enforce {
 		fmt.Fprintf(env.Stdout, "exact log: %.3f%% of requests over the limit; %d sources over it at some point\n\n",
 			100*float64(r0.ExactLimited)/float64(max(1, report.Requests)), r0.SourcesOver)
+	} else {
+		fmt.Fprintf(env.Stdout, "each algorithm against the exact count of the requests it admitted\n\n")
 	}
 	if err := report.WriteTable(env.Stdout); err != nil || !f.classes {
 		return err
