@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -147,7 +148,11 @@ func (f *benchFlags) plan() (string, func(int) (loadgen.Op, error), error) {
 			return "", nil, err
 		}
 		client := loadgen.NewHTTPClient(f.concurrency, f.timeout)
-		req := loadgen.HTTPRequest{URL: base + checkPath, Body: checkBody(f.zone, f.cost)}
+		zone := f.zone
+		if zone == "" {
+			zone = config.DemoZone
+		}
+		req := loadgen.HTTPRequest{URL: base + checkPath, Body: checkBody(zone, f.cost)}
 		return "POST " + base + checkPath, func(w int) (loadgen.Op, error) {
 			return loadgen.HTTPOp(client, req, keys.Picker(w)), nil
 		}, nil
