@@ -173,49 +173,56 @@ func (r *replayer) sample(now int64) Point {
 // request decides one request at now with every algorithm and compares
 // each verdict and estimate with the reference's.
 func (r *replayer) request(now int64, out []tally, pt *Point) {
-	w, rate := r.p.Window, r.p.Rate
-	var real int64
+	real := r.realRate(0, now)
 	for k, s := range r.states {
-		ref := k
-		if !r.enforce {
-			ref = 0
-		}
-		if k == 0 || r.enforce {
-			real = r.refs[ref].count(now, w) + 1
-			r.over[ref] = r.over[ref] || real > rate
-			r.peak[ref] = max(r.peak[ref], real)
+		if r.enforce && k > 0 {
+			real = r.realRate(k, now)
 		}
 		res := s.Eval(r.p, now, 1)
-		est := res.Used + 1
-		t := &out[k]
-		t.requests++
-		t.diff.add(abs(est-float64(real)) / float64(real))
-		reallyOver := real > rate
-		switch {
-		case !res.Allowed && !reallyOver:
-			t.wronglyDenied++
-		case res.Allowed && reallyOver:
-			t.wronglyAllowed++
-		}
-		if reallyOver {
-			t.exactLimited++
-		}
-		if !res.Allowed {
-			t.limited++
-			r.limited[k] = true
-		}
+		out[k].observe(real, res, r.p.Rate)
+		r.limited[k] = r.limited[k] || !res.Allowed
 		if pt != nil {
-			pt.Real, pt.Estimate[k] = real, est
+			pt.Real, pt.Estimate[k] = real, res.Used+1
 		}
-		if !r.enforce || res.Allowed {
-			s.Record(r.p, now, 1)
-			if r.enforce {
-				r.refs[ref].add(now)
-			}
+		if r.enforce && !res.Allowed {
+			continue // an enforcing limiter records nothing for a denial
+		}
+		s.Record(r.p, now, 1)
+		if r.enforce {
+			r.refs[k].add(now)
 		}
 	}
 	if !r.enforce {
 		r.refs[0].add(now)
+	}
+}
+
+// realRate returns reference ref's exact count at now, the request
+// included, and notes whether the source is over the limit.
+func (r *replayer) realRate(ref int, now int64) int64 {
+	real := r.refs[ref].count(now, r.p.Window) + 1
+	r.over[ref] = r.over[ref] || real > r.p.Rate
+	r.peak[ref] = max(r.peak[ref], real)
+	return real
+}
+
+// observe counts one request: the algorithm's answer res against the real
+// rate under the threshold rate.
+func (t *tally) observe(real int64, res algo.Result, rate int64) {
+	est, over := res.Used+1, real > rate
+	t.requests++
+	t.diff.add(abs(est-float64(real)) / float64(real))
+	switch {
+	case !res.Allowed && !over:
+		t.wronglyDenied++
+	case res.Allowed && over:
+		t.wronglyAllowed++
+	}
+	if over {
+		t.exactLimited++
+	}
+	if !res.Allowed {
+		t.limited++
 	}
 }
 
