@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -72,7 +73,11 @@ func (w workload) limit(a sluice.Algorithm) sluice.Limit {
 // spreadWorkload is 100,000 keys under a limit no benchmark run can reach:
 // the allow path, one key after another in a shuffled order.
 func spreadWorkload() workload {
-	keys := makeKeys(spreadKeys)
+	n := spreadKeys
+	if smoke() {
+		n = smokeKeys
+	}
+	keys := makeKeys(n)
 	return workload{name: "spread", keys: keys, probes: cloneAll(keys), rate: 10_000, window: time.Hour, allAllowed: true}
 }
 
@@ -81,6 +86,18 @@ func spreadWorkload() workload {
 func hotWorkload() workload {
 	keys := makeKeys(hotKeys)
 	return workload{name: "hot", keys: keys, probes: cloneAll(keys), rate: 100, window: time.Minute, exhaust: true}
+}
+
+// smokeKeys is the number of keys of the spread workload in a smoke run.
+const smokeKeys = 1_000
+
+// smoke reports whether the benchmarks run as a smoke test, with
+// -benchtime 1x as scripts/test does: each benchmark runs once and
+// measures nothing, so the spread workload shrinks to smokeKeys keys rather
+// than warming 100,000 keys per contender (seconds per Redis contender).
+func smoke() bool {
+	f := flag.Lookup("test.benchtime")
+	return f != nil && f.Value.String() == "1x"
 }
 
 // makeKeys returns n distinct keys shaped like user IDs, in a fixed shuffled
