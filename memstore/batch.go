@@ -2,32 +2,24 @@ package memstore
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// stateKey identifies one state: the fields by which two sluice.Hits share
-// state. It is comparable, so a lookup with the caller's strings does not
-// allocate.
-type stateKey struct {
-	zone, key string
-	window    int64 // µs
-	bucket    int64 // µs
-	algorithm uint8 // index in sluice.Algorithms
-}
-
 // batch is one check's working set, sized for sluice.MaxHits so that it
 // lives on the stack.
 type batch struct {
 	n       int
 	keys    [sluice.MaxHits]stateKey
-	algos   [sluice.MaxHits]sluice.Algorithm
+	hashes  [sluice.MaxHits]uint64
 	shard   [sluice.MaxHits]uint32 // shard of hit i
 	order   [sluice.MaxHits]uint32 // distinct shards, ascending
 	nlocked int
-	entries [sluice.MaxHits]*entry // nil: the hit's state is not stored yet
+	entries [sluice.MaxHits]*entry
+	stored  [sluice.MaxHits]bool // entries[i] is in its shard
 	hits    [sluice.MaxHits]algo.Hit
 	out     [sluice.MaxHits]algo.Outcome
 }
@@ -35,33 +27,32 @@ type batch struct {
 // prepare fills the keys, parameters and shards of c's hits (c is valid)
 // and returns their number.
 func (b *batch) prepare(s *Store, c sluice.Check) int {
-	b.n = len(c.Hits)
+	b.n, b.nlocked = len(c.Hits), 0
 	for i, h := range c.Hits {
 		l := h.Limit
-		b.algos[i] = l.Algo()
-		b.keys[i] = stateKey{
+		k := &b.keys[i]
+		*k = stateKey{
 			zone:      h.Zone,
 			key:       h.Key,
 			window:    l.Window.Microseconds(),
 			bucket:    l.Bucket().Microseconds(),
-			algorithm: algoCode(b.algos[i]),
+			algorithm: algoCode(l.Algo()),
 		}
 		b.hits[i] = algo.Hit{
-			Params: algo.Params{Rate: l.Rate, Window: b.keys[i].window, Bucket: b.keys[i].bucket},
+			Params: algo.Params{Rate: l.Rate, Window: k.window, Bucket: k.bucket},
 			Shadow: c.Shadow || l.Shadow,
 		}
-		b.shard[i] = s.shardOf(h.Zone, h.Key)
-		b.addShard(b.shard[i], i)
+		kh := s.keyHash(h.Zone, h.Key)
+		b.shard[i] = uint32(kh & s.mask)
+		b.hashes[i] = stateHash(kh, k)
+		b.addShard(b.shard[i])
 	}
 	return b.n
 }
 
-// addShard inserts sh into the first i sorted distinct shards of order,
-// unless it is there already.
-func (b *batch) addShard(sh uint32, i int) {
-	if i == 0 {
-		b.nlocked = 0
-	}
+// addShard inserts sh into the sorted distinct shards of order, unless it
+// is there already.
+func (b *batch) addShard(sh uint32) {
 	j := b.nlocked
 	for j > 0 && b.order[j-1] > sh {
 		j--
@@ -96,13 +87,13 @@ func (b *batch) unlock(s *Store) {
 // if the check records. Shards must be locked.
 func (b *batch) load(s *Store) {
 	for i := range b.n {
-		e := s.shards[b.shard[i]].m[b.keys[i]]
-		b.entries[i] = e
-		if e != nil {
-			b.hits[i].State = e.state
-		} else {
-			b.hits[i].State = algo.New(string(b.algos[i]))
+		e := s.shards[b.shard[i]].find(b.hashes[i], &b.keys[i])
+		b.stored[i] = e != nil
+		if e == nil {
+			e = newEntry(b.keys[i].algorithm)
 		}
+		b.entries[i] = e
+		b.hits[i].State = e.state
 	}
 }
 
@@ -110,15 +101,14 @@ func (b *batch) load(s *Store) {
 // the states that were new. Shards must be locked.
 func (b *batch) store(s *Store, now int64) {
 	for i := range b.n {
-		deadline := now + b.out[i].ResetAfter
-		if e := b.entries[i]; e != nil {
-			e.expires = max(e.expires, deadline)
+		e := b.entries[i]
+		e.expires = max(e.expires, now+b.out[i].ResetAfter)
+		if b.stored[i] {
 			continue
 		}
-		k := b.keys[i]
-		k.zone, k.key = cloneKey(k.zone, k.key)
-		sh := &s.shards[b.shard[i]]
-		evicted, expired := sh.insert(k, &entry{state: b.hits[i].State, expires: deadline}, now)
+		e.key = b.keys[i]
+		e.key.zone, e.key.key = cloneKey(e.key.zone, e.key.key)
+		evicted, expired := s.shards[b.shard[i]].insert(b.hashes[i], e, now)
 		if evicted {
 			s.evictions.Add(1)
 		}
@@ -138,27 +128,99 @@ func cloneKey(zone, key string) (string, string) {
 	return both[:len(zone)], both[len(zone):]
 }
 
-// shardOf returns the shard holding the states of key in zone. All limits
-// of one key share a shard, so a multi-limit check on one key takes one
-// lock.
-func (s *Store) shardOf(zone, key string) uint32 {
+// keyHash hashes a zone and a key with the store's seed. Its low bits
+// choose the shard, so every limit of one key shares a shard and a
+// multi-limit check on one key takes one lock.
+func (s *Store) keyHash(zone, key string) uint64 {
 	h := maphash.String(s.seed, key)
 	if zone != "" {
-		h = h*0x9E3779B97F4A7C15 ^ maphash.String(s.seed, zone)
+		h ^= bits.RotateLeft64(maphash.String(s.seed, zone), 29) * 0x9E3779B97F4A7C15
 	}
-	return uint32(h & s.mask)
+	return h
 }
+
+// stateHash extends a key hash with the limit's identity and mixes the
+// result (MurmurHash3's finalizer). Equal hashes are told apart by the
+// entries' keys, so a collision costs time, never correctness.
+func stateHash(kh uint64, k *stateKey) uint64 {
+	h := kh ^ uint64(k.window)*0xC2B2AE3D27D4EB4F ^ uint64(k.bucket)*0x165667B19E3779F9 ^ uint64(k.algorithm)<<59
+	h ^= h >> 33
+	h *= 0xFF51AFD7ED558CCD
+	h ^= h >> 33
+	h *= 0xC4CEB9FE1A85EC53
+	h ^= h >> 33
+	return h
+}
+
+// The entry types keep each algorithm's state in the entry's allocation,
+// so a lookup touches one object.
+type (
+	windowEntry struct {
+		entry
+		s algo.Window
+	}
+	bucketsEntry struct {
+		entry
+		s algo.Buckets
+	}
+	logEntry struct {
+		entry
+		s algo.Log
+	}
+	decayEntry struct {
+		entry
+		s algo.Decay
+	}
+	gcraEntry struct {
+		entry
+		s algo.GCRA
+	}
+)
+
+// newEntry returns an entry holding the empty state of an algorithm.
+func newEntry(algorithm uint8) *entry {
+	switch algorithm {
+	case codeBuckets:
+		e := new(bucketsEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeLog:
+		e := new(logEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeDecay:
+		e := new(decayEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeGCRA:
+		e := new(gcraEntry)
+		e.state = &e.s
+		return &e.entry
+	}
+	e := new(windowEntry)
+	e.state = &e.s
+	return &e.entry
+}
+
+// Algorithm codes, the compact form of sluice.Algorithm in a stateKey.
+const (
+	codeWindow uint8 = iota
+	codeBuckets
+	codeLog
+	codeDecay
+	codeGCRA
+)
 
 func algoCode(a sluice.Algorithm) uint8 {
 	switch a {
 	case sluice.Buckets:
-		return 1
+		return codeBuckets
 	case sluice.Log:
-		return 2
+		return codeLog
 	case sluice.Decay:
-		return 3
+		return codeDecay
 	case sluice.GCRA:
-		return 4
+		return codeGCRA
 	}
-	return 0
+	return codeWindow
 }

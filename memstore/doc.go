@@ -7,22 +7,28 @@
 //
 // States live in Options.Shards maps, each behind its own mutex; a state's
 // shard is chosen by a seeded hash of its zone and key, so every limit of
-// one key shares a shard. A check locks the distinct shards of its hits in
+// one key shares a shard and a multi-limit check on one key takes one lock. A check locks the distinct shards of its hits in
 // ascending order (never two checks waiting on each other in a cycle),
 // evaluates every hit with internal/algo.Decide and records only if the
 // whole check is allowed. A check is therefore atomic with respect to every
 // other check and reset, and there is no global lock: checks on different
 // shards never wait for each other.
 //
-// # Allocation
+// # Lookups and allocation
 //
-// Lookups use the caller's strings in a comparable struct key, and a check
-// works in fixed arrays of sluice.MaxHits elements on the stack. Checking a
-// key that already has state allocates nothing when the Decision passed in
-// is reused (the log algorithm's event slice aside, which grows to the
-// rate and is then reused). A new key costs its state, one entry and one
-// copy of its zone and key bytes (so the store never pins the caller's
-// buffers).
+// A shard's map is keyed by a seeded 64-bit hash of the state's identity
+// (zone, key, algorithm, window, bucket), and each entry keeps its full
+// identity: states whose hashes collide are chained and told apart by it,
+// so a collision costs time, never correctness, and the seed keeps clients
+// from choosing colliding keys. Each algorithm's state lives in the same
+// allocation as its entry, so a lookup touches the map and one object.
+//
+// A check works in fixed arrays of sluice.MaxHits elements on the stack and
+// hashes the caller's strings in place. Checking a key that already has
+// state allocates nothing when the Decision passed in is reused (the log
+// algorithm's event slice aside, which grows to the rate and is then
+// reused). A new key costs its entry and one copy of its zone and key
+// bytes, so the store never pins the caller's buffers.
 //
 // # Expiry of idle state
 //
@@ -30,8 +36,8 @@
 // again (its ResetAfter); the state's deadline is the latest such instant.
 // Past the deadline the state is equivalent to no state and may be dropped.
 // The store has no janitor goroutine and nothing to close: every 64th check
-// on a shard examines 8 entries of that shard from a random position and
-// drops the expired ones, and a shard that has shrunk to a quarter of its
+// on a shard examines 8 slots of that shard's map from a random position
+// and drops the expired states there, and a shard that has shrunk to a quarter of its
 // peak size (of at least 1,024 entries) is rebuilt, because a Go map never
 // returns the memory of deleted entries. Expired states not yet swept are
 // harmless (the algorithms read them as empty) and count toward the bound.
@@ -45,11 +51,11 @@
 // that is allowed with a cost above zero stores new state; peeks, denials
 // and resets never grow the store, so hammering random keys with denied or
 // zero-cost checks costs no memory. When a new state must go into a full
-// shard, the store examines 8 of the shard's entries from a random
-// position: it drops those that have expired, and if none has, it evicts
-// the one whose reset deadline comes first: a small sample approximating
-// "the state that would have been forgotten soonest anyway". Stats reports
-// evictions and expirations.
+// shard, the store examines 8 slots of the shard's map from a random
+// position: it drops the states there that have expired, and if none has,
+// it evicts the one whose reset deadline comes first: a small sample
+// approximating "the state that would have been forgotten soonest anyway".
+// Stats reports evictions and expirations.
 //
 // An evicted key starts again from empty: eviction errs toward admitting,
 // never toward denying. A flood of distinct keys larger than MaxKeys can
@@ -62,12 +68,12 @@
 // Measured on amd64 (Go 1.26) with 16-byte keys, one limit per key, one
 // recorded check, the key bytes and the map's own overhead included
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
-// 110 bytes per gcra state, 120 per decay state, 125 per sliding-window
-// state, 230 per buckets state with the default 10 buckets (8 more bytes per
-// extra bucket) and 140 per log state holding one event, plus about 16 bytes
-// per further distinct recording instant in its window, up to Rate of them.
-// Longer zones and keys add their length. At the default bound of 1,000,000
-// sliding-window states that is about 125 MB.
+// 105 bytes per gcra state, 120 per decay or sliding-window state, 230 per
+// buckets state with the default 10 buckets (8 more bytes per extra
+// bucket) and 135 per log state holding one event, plus about 16 bytes per
+// further distinct recording instant in its window, up to Rate of them.
+// Longer zones and keys add their length. At the default bound of
+// 1,000,000 sliding-window states that is about 120 MB.
 //
 // # Time
 //

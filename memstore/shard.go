@@ -11,22 +11,36 @@ import (
 // ranging over a few entries samples the map.
 const (
 	sweepEvery  = 64   // checks on a shard between two sweeps
-	sweepScan   = 8    // entries a sweep examines
-	evictSample = 8    // entries examined to choose what to drop at the bound
+	sweepScan   = 8    // map slots a sweep examines
+	evictSample = 8    // map slots examined to choose what to drop at the bound
 	shrinkRatio = 4    // rebuild a map once it holds under 1/shrinkRatio of its peak...
 	shrinkMin   = 1024 // ...if that peak was at least this many entries
 )
 
-// entry is one stored state and the instant from which it is empty.
-type entry struct {
-	state   algo.State
-	expires int64 // µs since the epoch: the last Record's now + ResetAfter
+// stateKey identifies one state: the fields by which two sluice.Hits share
+// state.
+type stateKey struct {
+	zone, key string
+	window    int64 // µs
+	bucket    int64 // µs
+	algorithm uint8 // see algoCode
 }
 
-// shard is one independently locked map of states.
+// entry is one stored state. Entries whose keys hash alike are chained.
+type entry struct {
+	key     stateKey
+	expires int64 // µs since the epoch: the last Record's now + ResetAfter
+	state   algo.State
+	next    *entry // the next entry with the same hash
+}
+
+// shard is one independently locked map of states, keyed by a seeded
+// 64-bit hash of their stateKey: a map with small fixed-size keys is faster
+// and denser than one keyed by strings, and collisions are chained.
 type shard struct {
 	mu   sync.Mutex
-	m    map[stateKey]*entry
+	m    map[uint64]*entry
+	n    int    // entries, chained ones included
 	max  int    // entries the shard may hold
 	peak int    // largest len(m) since the map was built
 	ops  uint32 // checks since the last sweep
@@ -34,8 +48,52 @@ type shard struct {
 }
 
 func (sh *shard) init(max int) {
-	sh.m = make(map[stateKey]*entry)
+	sh.m = make(map[uint64]*entry)
 	sh.max = max
+}
+
+// find returns the entry of k, or nil. sh.mu must be held.
+func (sh *shard) find(h uint64, k *stateKey) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.key == *k {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove unlinks e from the chain of h. sh.mu must be held.
+func (sh *shard) remove(h uint64, e *entry) {
+	head := sh.m[h]
+	if head == e {
+		if e.next == nil {
+			delete(sh.m, h)
+		} else {
+			sh.m[h] = e.next
+		}
+		sh.n--
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == e {
+			p.next = e.next
+			sh.n--
+			return
+		}
+	}
+}
+
+// dropExpired removes the expired entries of h's chain and returns how
+// many it removed. sh.mu must be held.
+func (sh *shard) dropExpired(h uint64, head *entry, now int64) int {
+	dropped := 0
+	for e := head; e != nil; e = e.next {
+		if e.expires <= now {
+			sh.remove(h, e)
+			dropped++
+		}
+	}
+	return dropped
 }
 
 // tick counts one check on the shard and sweeps every sweepEvery checks.
@@ -46,13 +104,9 @@ func (sh *shard) tick(now int64) int {
 		return 0
 	}
 	sh.ops = 0
-	dropped := 0
-	n := sweepScan
-	for k, e := range sh.m {
-		if e.expires <= now {
-			delete(sh.m, k)
-			dropped++
-		}
+	dropped, n := 0, sweepScan
+	for h, head := range sh.m {
+		dropped += sh.dropExpired(h, head, now)
 		if n--; n == 0 {
 			break
 		}
@@ -67,46 +121,48 @@ func (sh *shard) shrink() {
 	if sh.peak < shrinkMin || len(sh.m) >= sh.peak/shrinkRatio {
 		return
 	}
-	m := make(map[stateKey]*entry, len(sh.m))
-	for k, e := range sh.m {
-		m[k] = e
+	m := make(map[uint64]*entry, len(sh.m))
+	for h, e := range sh.m {
+		m[h] = e
 	}
 	sh.m, sh.peak = m, len(m)
 }
 
-// insert adds a new state, making room first when the shard is full. It
-// reports whether a live state was evicted and how many expired ones were
-// dropped. sh.mu must be held.
-func (sh *shard) insert(k stateKey, e *entry, now int64) (evicted bool, expired int) {
-	if len(sh.m) >= sh.max {
+// insert adds a new entry under h, making room first when the shard is
+// full. It reports whether a live state was evicted and how many expired
+// ones were dropped. sh.mu must be held.
+func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired int) {
+	if sh.n >= sh.max {
 		evicted, expired = sh.makeRoom(now)
 	}
-	sh.m[k] = e
+	e.next = sh.m[h]
+	sh.m[h] = e
+	sh.n++
 	sh.peak = max(sh.peak, len(sh.m))
 	return evicted, expired
 }
 
-// makeRoom examines evictSample entries: it drops the expired ones, or if
-// there are none, the one whose reset deadline comes first (the state that
-// would have been forgotten soonest anyway).
+// makeRoom examines evictSample map slots: it drops their expired entries,
+// or if there are none, the entry whose reset deadline comes first (the
+// state that would have been forgotten soonest anyway).
 func (sh *shard) makeRoom(now int64) (evicted bool, expired int) {
-	var victim stateKey
+	var victim *entry
+	var victimHash uint64
 	soonest := int64(math.MaxInt64)
 	n := evictSample
-	for k, e := range sh.m {
-		switch {
-		case e.expires <= now:
-			delete(sh.m, k)
-			expired++
-		case e.expires < soonest:
-			victim, soonest = k, e.expires
+	for h, head := range sh.m {
+		expired += sh.dropExpired(h, head, now)
+		for e := sh.m[h]; e != nil; e = e.next {
+			if e.expires < soonest {
+				victim, victimHash, soonest = e, h, e.expires
+			}
 		}
 		if n--; n == 0 {
 			break
 		}
 	}
-	if expired == 0 && soonest != math.MaxInt64 {
-		delete(sh.m, victim)
+	if expired == 0 && victim != nil {
+		sh.remove(victimHash, victim)
 		evicted = true
 	}
 	return evicted, expired

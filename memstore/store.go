@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultMaxKeys is the number of states a Store holds at most unless
-// Options.MaxKeys says otherwise: about 125 MB of sliding-window state with
+// Options.MaxKeys says otherwise: about 120 MB of sliding-window state with
 // 16-byte keys (see the package doc for memory per key).
 const DefaultMaxKeys = 1_000_000
 
@@ -150,7 +150,10 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	n := b.prepare(s, c)
 	b.lock(s, s.now().UnixMicro())
 	for i := range n {
-		delete(s.shards[b.shard[i]].m, b.keys[i])
+		sh := &s.shards[b.shard[i]]
+		if e := sh.find(b.hashes[i], &b.keys[i]); e != nil {
+			sh.remove(b.hashes[i], e)
+		}
 	}
 	b.unlock(s)
 	return nil
@@ -175,7 +178,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += len(sh.m)
+		st.Keys += sh.n
 		sh.mu.Unlock()
 	}
 	return st

@@ -192,8 +192,8 @@ func TestIdleStateExpires(t *testing.T) {
 // TestMemoryPerKey measures the heap held per stored state, for the figures
 // in the package doc.
 func TestMemoryPerKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocates a few hundred MB")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocates tens of MB; -race inflates the figures")
 	}
 	for _, a := range sluice.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
