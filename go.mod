@@ -2,6 +2,8 @@ module github.com/sluicehq/sluice
 
 go 1.26.0
 
+require github.com/redis/rueidis v1.0.79
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -10,7 +12,8 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
