@@ -13,7 +13,8 @@ import (
 // lives on the stack.
 type batch struct {
 	n       int
-	keys    [sluice.MaxHits]stateKey
+	check   []sluice.Hit          // the check's hits, for their zones and keys
+	algos   [sluice.MaxHits]uint8 // algorithm code of hit i
 	hashes  [sluice.MaxHits]uint64
 	shard   [sluice.MaxHits]uint32 // shard of hit i
 	order   [sluice.MaxHits]uint32 // distinct shards, ascending
@@ -27,27 +28,27 @@ type batch struct {
 // prepare fills the keys, parameters and shards of c's hits (c is valid)
 // and returns their number.
 func (b *batch) prepare(s *Store, c sluice.Check) int {
-	b.n, b.nlocked = len(c.Hits), 0
+	b.n, b.nlocked, b.check = len(c.Hits), 0, c.Hits
 	for i, h := range c.Hits {
 		l := h.Limit
-		k := &b.keys[i]
-		*k = stateKey{
-			zone:      h.Zone,
-			key:       h.Key,
-			window:    l.Window.Microseconds(),
-			bucket:    l.Bucket().Microseconds(),
-			algorithm: algoCode(l.Algo()),
-		}
+		b.algos[i] = algoCode(l.Algo())
 		b.hits[i] = algo.Hit{
-			Params: algo.Params{Rate: l.Rate, Window: k.window, Bucket: k.bucket},
+			Params: algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()},
 			Shadow: c.Shadow || l.Shadow,
 		}
 		kh := s.keyHash(h.Zone, h.Key)
 		b.shard[i] = uint32(kh & s.mask)
-		b.hashes[i] = stateHash(kh, k)
+		b.hashes[i] = stateHash(kh, b.key(i))
 		b.addShard(b.shard[i])
 	}
 	return b.n
+}
+
+// key returns hit i's identity, built on the fly: a batch is zeroed for
+// every check, so the smaller the better.
+func (b *batch) key(i int) stateKey {
+	p := &b.hits[i].Params
+	return stateKey{zone: b.check[i].Zone, key: b.check[i].Key, window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
 }
 
 // addShard inserts sh into the sorted distinct shards of order, unless it
@@ -87,10 +88,11 @@ func (b *batch) unlock(s *Store) {
 // if the check records. Shards must be locked.
 func (b *batch) load(s *Store) {
 	for i := range b.n {
-		e := s.shards[b.shard[i]].find(b.hashes[i], &b.keys[i])
+		k := b.key(i)
+		e := s.shards[b.shard[i]].find(b.hashes[i], &k)
 		b.stored[i] = e != nil
 		if e == nil {
-			e = newEntry(b.keys[i].algorithm)
+			e = newEntry(b.algos[i])
 		}
 		b.entries[i] = e
 		b.hits[i].State = e.state
@@ -106,7 +108,7 @@ func (b *batch) store(s *Store, now int64) {
 		if b.stored[i] {
 			continue
 		}
-		e.key = b.keys[i]
+		e.key = b.key(i)
 		e.key.zone, e.key.key = cloneKey(e.key.zone, e.key.key)
 		evicted, expired := s.shards[b.shard[i]].insert(b.hashes[i], e, now)
 		if evicted {
@@ -142,7 +144,7 @@ func (s *Store) keyHash(zone, key string) uint64 {
 // stateHash extends a key hash with the limit's identity and mixes the
 // result (MurmurHash3's finalizer). Equal hashes are told apart by the
 // entries' keys, so a collision costs time, never correctness.
-func stateHash(kh uint64, k *stateKey) uint64 {
+func stateHash(kh uint64, k stateKey) uint64 {
 	h := kh ^ uint64(k.window)*0xC2B2AE3D27D4EB4F ^ uint64(k.bucket)*0x165667B19E3779F9 ^ uint64(k.algorithm)<<59
 	h ^= h >> 33
 	h *= 0xFF51AFD7ED558CCD

@@ -151,7 +151,8 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	b.lock(s, s.now().UnixMicro())
 	for i := range n {
 		sh := &s.shards[b.shard[i]]
-		if e := sh.find(b.hashes[i], &b.keys[i]); e != nil {
+		k := b.key(i)
+		if e := sh.find(b.hashes[i], &k); e != nil {
 			sh.remove(b.hashes[i], e)
 		}
 	}
