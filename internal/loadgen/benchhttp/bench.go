@@ -27,6 +27,16 @@ type bench struct {
 	concurrency int
 	keys        int
 	procs       []*exec.Cmd
+	sluiceLog   string
+}
+
+// logTail returns the end of sluice serve's log.
+func (b *bench) logTail() string {
+	data, _ := os.ReadFile(b.sluiceLog)
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
 }
 
 // target is one side of a comparison: the arguments of "sluice bench".
@@ -122,8 +132,9 @@ func (b *bench) startServers(ctx context.Context, dir string) ([]pair, error) {
 	keyed := func(addr string) string { return "http://" + addr + "/?k={key}" }
 	return []pair{
 		{
-			name:   "decision API vs a trivial handler",
-			base:   target{"net/http handler (200)", []string{"-url", keyed(trivial)}},
+			name: "decision API vs a trivial handler",
+			// The same POST /v1/check requests, answered 200 unread.
+			base:   target{"net/http handler (200)", []string{"-server", "http://" + trivial, "-zone", "bench"}},
 			sluice: target{"sluice POST /v1/check", []string{"-server", "http://" + api, "-zone", "bench"}},
 			goal:   0.6,
 		},
@@ -189,8 +200,13 @@ func (b *bench) startSluice(ctx context.Context, dir, upstream string) (api, pro
 	if err := os.WriteFile(conf, fmt.Appendf(nil, sluiceConfig, api, proxy, upstream), 0o644); err != nil {
 		return "", "", err
 	}
+	logFile, err := os.Create(filepath.Join(dir, "sluice.log"))
+	if err != nil {
+		return "", "", err
+	}
+	b.sluiceLog = logFile.Name()
 	cmd := exec.CommandContext(ctx, b.sluice, "serve", "-config", conf)
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return "", "", err
 	}
@@ -207,7 +223,7 @@ func (b *bench) startSluice(ctx context.Context, dir, upstream string) (api, pro
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return "", "", fmt.Errorf("sluice serve not ready on %s and %s after 15s", api, proxy)
+	return "", "", fmt.Errorf("sluice serve not ready on %s and %s after 15s:\n%s", api, proxy, b.logTail())
 }
 
 // load runs one "sluice bench" against t.
@@ -223,7 +239,7 @@ func (b *bench) load(ctx context.Context, t *target) (result, error) {
 		return r, fmt.Errorf("%s: sluice %s: %v; %v\n%s", t.name, strings.Join(args, " "), err, jerr, stderr.String())
 	}
 	if err != nil || r.Errors > 0 {
-		return r, fmt.Errorf("%s: %d errors: %v\n%s", t.name, r.Errors, err, stderr.String())
+		return r, fmt.Errorf("%s: %d errors: %v\n%s\nsluice serve log:\n%s", t.name, r.Errors, err, stderr.String(), b.logTail())
 	}
 	return r, nil
 }
