@@ -2,13 +2,12 @@
 # bench/run.sh runs the side-by-side comparisons of docs/bench.md in
 # interleaved rounds (every contender once per round, so a noisy moment of
 # a shared machine hits all of them alike) and summarizes the rounds with
-# benchstat (median and spread).
+# cmd/benchtable: Markdown tables of the median and the range of the rounds.
 #
 #   bench/run.sh [memory|redis|all] [rounds]     default: all 5
 #
-# Raw output and the machine description go to bench/results/ (or $OUT).
-# benchstat is golang.org/x/perf/cmd/benchstat; it is installed with
-# `go install` when missing.
+# Raw output, the machine description and the tables go to bench/results/
+# (or $OUT).
 set -euo pipefail
 cd "$(dirname "$0")"
 what=${1:-all}
@@ -41,6 +40,5 @@ for r in $(seq "$rounds"); do
 done
 echo "uptime after: $(uptime)" | tee -a "$out/machine-$what.txt"
 
-benchstat=$(command -v benchstat || echo "$(go env GOPATH)/bin/benchstat")
-[ -x "$benchstat" ] || GOFLAGS= go install golang.org/x/perf/cmd/benchstat@latest
-"$benchstat" -col /limiter "$out/$what.txt" | tee "$out/$what-benchstat.txt"
+go run ./cmd/benchtable -metrics 'ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,B/key,redis-keys/key' \
+  "$out/$what.txt" | tee "$out/$what-tables.md"
