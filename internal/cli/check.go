@@ -142,7 +142,7 @@ func (d *apiDecision) print(w io.Writer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nkey\tlimit\talgorithm\tused\tremaining\tretry after\treset after\t")
+	fmt.Fprintln(tw, "\nkey\tlimit\talgorithm\tused\tremaining\tretry after\treset after")
 	for _, h := range d.Limits {
 		name := h.Limit
 		if h.Name != h.Limit {
@@ -151,7 +151,7 @@ func (d *apiDecision) print(w io.Writer) {
 		if h.Shadow {
 			name += " shadow"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", h.Key, name, h.Algorithm,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.Key, name, h.Algorithm,
 			strconv.FormatFloat(h.Used, 'f', -1, 64), h.Remaining, seconds(h.RetryAfter), seconds(h.ResetAfter))
 	}
 	tw.Flush()
