@@ -14,9 +14,9 @@ import (
 
 // BenchmarkMemory compares the in-process limiters side by side: sluice's
 // memstore (every algorithm) and the keyed in-memory limiters people use
-// instead, on the same keys and the same limit, serial and with 4
-// goroutines per CPU. Names are key=value so benchstat can pivot on
-// /limiter.
+// instead, on the same keys and the same limit, serial (one goroutine) and
+// parallel (b.RunParallel: one goroutine per CPU). Names are key=value
+// (workload=, limiter=, mode=) so that tools can pivot on them.
 func BenchmarkMemory(b *testing.B) {
 	for _, w := range []workload{spreadWorkload(), hotWorkload()} {
 		for _, spec := range memoryContenders() {
@@ -31,7 +31,7 @@ func BenchmarkMemory(b *testing.B) {
 			}
 			name := "workload=" + w.name + "/limiter=" + spec.name
 			b.Run(name+"/mode=serial", func(b *testing.B) { runSerial(b, get(b), w) })
-			b.Run(name+"/mode=parallel", func(b *testing.B) { runParallel(b, get(b), w, 4) })
+			b.Run(name+"/mode=parallel", func(b *testing.B) { runParallel(b, get(b), w) })
 			if c != nil && c.close != nil {
 				c.close()
 			}

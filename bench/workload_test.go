@@ -161,12 +161,11 @@ func runSerial(b *testing.B, c contender, w workload) {
 	report(b, c, w, denied, i)
 }
 
-// runParallel checks the keys of w from GOMAXPROCS×parallelism goroutines,
-// each starting at its own offset in the key list.
-func runParallel(b *testing.B, c contender, w workload, parallelism int) {
+// runParallel checks the keys of w from GOMAXPROCS goroutines
+// (b.RunParallel), each starting at its own offset in the key list.
+func runParallel(b *testing.B, c contender, w workload) {
 	var next, denied, total atomic.Int64
 	stride := max(1, len(w.keys)/64)
-	b.SetParallelism(parallelism)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
