@@ -13,7 +13,8 @@ import (
 // lives on the stack.
 type batch struct {
 	n       int
-	check   []sluice.Hit          // the check's hits, for their zones and keys
+	zones   [sluice.MaxHits]string
+	keys    [sluice.MaxHits]string
 	algos   [sluice.MaxHits]uint8 // algorithm code of hit i
 	hashes  [sluice.MaxHits]uint64
 	shard   [sluice.MaxHits]uint32 // shard of hit i
@@ -28,9 +29,10 @@ type batch struct {
 // prepare fills the keys, parameters and shards of c's hits (c is valid)
 // and returns their number.
 func (b *batch) prepare(s *Store, c sluice.Check) int {
-	b.n, b.nlocked, b.check = len(c.Hits), 0, c.Hits
+	b.n, b.nlocked = len(c.Hits), 0
 	for i, h := range c.Hits {
 		l := h.Limit
+		b.zones[i], b.keys[i] = h.Zone, h.Key
 		b.algos[i] = algoCode(l.Algo())
 		b.hits[i] = algo.Hit{
 			Params: algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()},
@@ -45,10 +47,11 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 }
 
 // key returns hit i's identity, built on the fly: a batch is zeroed for
-// every check, so the smaller the better.
+// every check, so the smaller the better. (Holding c.Hits instead of
+// copies of its strings would make every caller's Hits escape.)
 func (b *batch) key(i int) stateKey {
 	p := &b.hits[i].Params
-	return stateKey{zone: b.check[i].Zone, key: b.check[i].Key, window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	return stateKey{zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
 }
 
 // addShard inserts sh into the sorted distinct shards of order, unless it

@@ -93,14 +93,16 @@ func TestSteadyStateAllocs(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			s := newStore(t, Options{Now: func() time.Time { return now }})
 			lim := sluice.Limit{Rate: 1000, Window: time.Minute, Algorithm: a}
-			c := sluice.Check{Hits: []sluice.Hit{
-				{Zone: "z", Key: "client-1", Limit: lim},
-				{Zone: "z", Key: "client-1", Limit: sluice.Limit{Rate: 1000, Window: time.Hour, Algorithm: a}},
-			}, Cost: 1}
 			var d sluice.Decision
 			ctx := context.Background()
 			check := func() {
 				now = now.Add(time.Millisecond)
+				// A literal per call, as callers write it: the store must
+				// not make the caller's Hits escape.
+				c := sluice.Check{Hits: []sluice.Hit{
+					{Zone: "z", Key: "client-1", Limit: lim},
+					{Zone: "z", Key: "client-1", Limit: sluice.Limit{Rate: 1000, Window: time.Hour, Algorithm: a}},
+				}, Cost: 1}
 				if err := s.Check(ctx, c, &d); err != nil || !d.Allowed {
 					t.Fatalf("Check: %v, %+v", err, d)
 				}
