@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/loadgen"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 var benchCommand = command{
@@ -34,14 +33,20 @@ type benchFlags struct {
 	hot                    float64
 	cost                   int64
 	json                   bool
+	// closeStore releases the store of a -store run; nil otherwise.
+	closeStore func() error
 }
+
+// benchPrefix starts the keys bench writes to Redis, so that a benchmark
+// never touches a server's state (whose prefix is "sluice:").
+const benchPrefix = "sluice-bench:"
 
 func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 	f := &benchFlags{}
-	fs := newFlagSet(env, "bench", "[-server URL | -url URL | -store memory] [flags]")
+	fs := newFlagSet(env, "bench", "[-server URL | -url URL | -store memory|REDIS-URL] [flags]")
 	fs.StringVar(&f.server, "server", "", "benchmark POST /v1/check on the sluice server at this base URL, such as http://127.0.0.1:8080")
 	fs.StringVar(&f.target, "url", "", "benchmark GET requests to this URL (2xx allowed, 429 denied), such as a proxy or a baseline; each {key} in it is replaced by a key, as in http://127.0.0.1:8000/?k={key}")
-	fs.StringVar(&f.store, "store", "", `benchmark a store directly, in this process: "memory" (the default without -server or -url)`)
+	fs.StringVar(&f.store, "store", "", `benchmark a store directly, in this process: "memory" (the default without -server or -url) or a Redis URL (redis://, rediss://, redis-sentinel://, redis-cluster://; keys start with "`+benchPrefix+`")`)
 	fs.StringVar(&f.zone, "zone", "", "zone to check: with -server, a configured zone (default: the server's demo zone); with -store, a namespace")
 	fs.StringVar(&f.limit, "limit", "1000000r/s", "with -store: the limits to check, such as 100r/s or \"10r/s, 1000r/h\"")
 	fs.StringVar(&f.algorithm, "algorithm", "", "with -store: sliding-window, buckets, log, decay or gcra (default sliding-window)")
@@ -97,6 +102,9 @@ func runBench(ctx context.Context, env Env, args []string) int {
 		return 2
 	}
 	target, newOp, err := f.plan()
+	if f.closeStore != nil {
+		defer f.closeStore()
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice bench: %v\n", err)
 		if errors.Is(err, sluice.ErrInvalid) {
@@ -181,17 +189,11 @@ func (f *benchFlags) planStore(keys *loadgen.Keys) (string, func(int) (loadgen.O
 	for i := range limits {
 		limits[i].Algorithm = algorithm
 	}
-	var store sluice.Limiter
-	switch f.store {
-	case "memory":
-		s, err := memstore.New(memstore.Options{})
-		if err != nil {
-			return "", nil, err
-		}
-		store = s
-	default:
-		return "", nil, fmt.Errorf("%w: -store %q: want memory", sluice.ErrInvalid, f.store)
+	store, closeStore, err := openStore(f.store, benchPrefix, 0)
+	if err != nil {
+		return "", nil, err
 	}
+	f.closeStore = closeStore
 	probe := sluice.Check{Cost: f.cost}
 	for _, l := range limits {
 		probe.Hits = append(probe.Hits, sluice.Hit{Zone: f.zone, Key: "k", Limit: l})
@@ -199,7 +201,7 @@ func (f *benchFlags) planStore(keys *loadgen.Keys) (string, func(int) (loadgen.O
 	if err := probe.Validate(0); err != nil {
 		return "", nil, err
 	}
-	target := fmt.Sprintf("%s store, %s %s", f.store, algorithm, strings.ReplaceAll(f.limit, " ", ""))
+	target := fmt.Sprintf("%s store, %s %s", redactURL(f.store), algorithm, strings.ReplaceAll(f.limit, " ", ""))
 	return target, func(w int) (loadgen.Op, error) {
 		return loadgen.StoreOp(store, f.zone, limits, f.cost, keys.Picker(w)), nil
 	}, nil
@@ -223,4 +225,18 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// redactURL drops the credentials of a store URL, for printing: the user
+// information and the query (which may hold sentinel_password).
+func redactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	rest, _, _ = strings.Cut(rest, "?")
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return scheme + "://" + rest
 }

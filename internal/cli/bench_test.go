@@ -139,3 +139,16 @@ func TestBenchErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"memory":                            "memory",
+		"redis://127.0.0.1:6379/0":          "redis://127.0.0.1:6379/0",
+		"redis://user:s3cret@10.0.0.1:6379": "redis://10.0.0.1:6379",
+		"redis-sentinel://:p@w@h:1,h:2/m?sentinel_password=x": "redis-sentinel://h:1,h:2/m",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

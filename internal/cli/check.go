@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // The server's decision API (internal/server).
@@ -41,21 +45,55 @@ type apiFlags struct {
 	timeout time.Duration
 	json    bool
 	keys    []string
+	// Direct use of Redis, without a server.
+	redis, prefix, limit, algorithm string
 }
 
-func (f *apiFlags) register(env Env, fs interface {
-	StringVar(*string, string, string, string)
-	DurationVar(*time.Duration, string, time.Duration, string)
-	BoolVar(*bool, string, bool, string)
-}) {
+func (f *apiFlags) register(env Env, fs *flag.FlagSet) {
 	server := env.Getenv("SLUICE_SERVER")
 	if server == "" {
 		server = defaultServer
 	}
-	fs.StringVar(&f.server, "server", server, "base URL of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
+	fs.StringVar(&f.server, "server", server, "base `URL` of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
 	fs.StringVar(&f.zone, "zone", config.DemoZone, "zone to use")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "timeout of the request")
-	fs.BoolVar(&f.json, "json", false, "print the server's JSON answer")
+	fs.BoolVar(&f.json, "json", false, "print the answer as JSON (the server's JSON with -server)")
+	fs.StringVar(&f.redis, "redis", "", "use Redis directly instead of a server: a redis://, rediss://, redis-sentinel:// or redis-cluster:// `URL`; needs -limit")
+	fs.StringVar(&f.prefix, "prefix", redisstore.DefaultPrefix, "with -redis: the key prefix (the server's store.prefix)")
+	fs.StringVar(&f.limit, "limit", "", "with -redis: the zone's limits, such as \"10r/s, 1000r/h\"")
+	fs.StringVar(&f.algorithm, "algorithm", "", "with -redis: the zone's algorithm (default sliding-window)")
+}
+
+// parse parses args, checks them and returns the server's base URL (empty
+// with -redis). A bad command line has been reported on fs.
+func (f *apiFlags) parse(fs *flag.FlagSet, args []string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if f.keys = fs.Args(); len(f.keys) == 0 {
+		return "", usageErrorf(fs, "give at least one key")
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	if f.redis != "" {
+		switch {
+		case explicit["server"]:
+			return "", usageErrorf(fs, "-server and -redis are exclusive")
+		case f.limit == "":
+			return "", usageErrorf(fs, "-redis needs -limit: the zone's limits, such as 10r/m")
+		}
+		return "", nil
+	}
+	for _, name := range []string{"limit", "algorithm", "prefix"} {
+		if explicit[name] {
+			return "", usageErrorf(fs, "-%s applies only with -redis", name)
+		}
+	}
+	base, err := parseBaseURL(f.server)
+	if err != nil {
+		return "", usageErrorf(fs, "-server: %v", err)
+	}
+	return base, nil
 }
 
 func runCheck(ctx context.Context, env Env, args []string) int {
@@ -64,38 +102,68 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "check", "[flags] KEY...")
 	f.register(env, fs)
 	fs.Int64Var(&cost, "cost", 1, "cost to spend; 0 only reports the state")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if f.keys = fs.Args(); len(f.keys) == 0 {
-		usageErrorf(fs, "give at least one key")
-		return 2
-	}
-	base, err := parseBaseURL(f.server)
+	base, err := f.parse(fs, args)
 	if err != nil {
-		usageErrorf(fs, "-server: %v", err)
 		return 2
 	}
-	body := apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost}
-	status, raw, err := post(ctx, base+checkPath, f.timeout, body)
+	var d *apiDecision
+	var raw []byte
+	if f.redis != "" {
+		d, err = f.checkRedis(ctx, cost)
+	} else {
+		d, raw, err = checkServer(ctx, base, f, cost)
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice check: %v\n", err)
+		if errors.Is(err, sluice.ErrInvalid) {
+			return 2
+		}
 		return 1
 	}
-	var d apiDecision
-	if err := json.Unmarshal(raw, &d); err != nil {
-		fmt.Fprintf(env.Stderr, "sluice check: %s: unreadable answer: %v\n", base+checkPath, err)
-		return 1
-	}
-	if f.json {
+	switch {
+	case f.json && raw != nil:
 		env.Stdout.Write(raw)
-	} else {
+	case f.json:
+		json.NewEncoder(env.Stdout).Encode(d)
+	default:
 		d.print(env.Stdout)
 	}
-	if status == http.StatusTooManyRequests || !d.Allowed {
+	if !d.Allowed {
 		return exitDenied
 	}
 	return 0
+}
+
+// checkServer asks the server, and returns its decision and its JSON.
+func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*apiDecision, []byte, error) {
+	_, raw, err := post(ctx, base+checkPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
+	if err != nil {
+		return nil, nil, err
+	}
+	var d apiDecision
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, nil, fmt.Errorf("%s: unreadable answer: %v", base+checkPath, err)
+	}
+	return &d, raw, nil
+}
+
+// checkRedis decides the check on Redis directly.
+func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*apiDecision, error) {
+	limits, err := directLimits(f.limit, f.algorithm)
+	if err != nil {
+		return nil, err
+	}
+	store, closeStore, err := openStore(f.redis, f.prefix, f.timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStore()
+	c := directCheck(f.zone, f.keys, limits, cost)
+	var d sluice.Decision
+	if err := store.Check(ctx, c, &d); err != nil {
+		return nil, err
+	}
+	return decisionView(f.zone, c, &d), nil
 }
 
 // apiRequest is the body of POST /v1/check and /v1/reset.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/server"
 )
 
@@ -62,7 +63,7 @@ func TestCheckAndReset(t *testing.T) {
 	if code != exitDenied || !regexp.MustCompile(`^denied: retry after (59m59\.9\d*s|1h0m0s) \(zone login`).MatchString(out) || !strings.Contains(out, "3r/h") {
 		t.Fatalf("4th check: exit %d, out:\n%s", code, out)
 	}
-	// A peek does not spend, and -json passes the server's answer on.
+	// A peek (cost 0) spends nothing and always fits, and -json passes the server's answer on.
 	code, out, _ = check("-cost", "0", "-json", "bob")
 	var d apiDecision
 	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 || !d.Allowed || len(d.Limits) != 2 || d.Limits[0].Remaining != 3 {
@@ -111,5 +112,67 @@ func TestBenchServer(t *testing.T) {
 	r := benchJSON(t, "-server", url, "-zone", "z", "-keys", "1", "-c", "4", "-n", "40")
 	if r.Allowed != 5 || r.Denied != 35 || r.Errors != 0 {
 		t.Errorf("allowed %d denied %d errors %d; want 5, 35, 0", r.Allowed, r.Denied, r.Errors)
+	}
+}
+
+// check and reset with -redis reach a real redis-server directly.
+func TestCheckRedis(t *testing.T) {
+	rs := redistest.Standalone(t)
+	direct := func(cmd string, args ...string) (int, string, string) {
+		return run(t, append([]string{cmd, "-redis", rs.URL(), "-zone", "z", "-limit", "2r/h, 10r/d", "-algorithm", "gcra"}, args...)...)
+	}
+	for i, want := range []int{0, 0, exitDenied} {
+		if code, out, errOut := direct("check", "alice"); code != want {
+			t.Fatalf("check %d: exit %d, want %d\n%s%s", i+1, code, want, out, errOut)
+		}
+	}
+	code, out, _ := direct("check", "-json", "-cost", "0", "alice")
+	var d apiDecision
+	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 || len(d.Limits) != 2 || d.Limits[0].Algorithm != "gcra" || d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 8 {
+		t.Fatalf("peek: exit %d, %s, %v", code, out, err)
+	}
+	// The state is in Redis, under the default prefix.
+	if n, err := rs.Do("DBSIZE").AsInt64(); err != nil || n == 0 {
+		t.Errorf("DBSIZE %d, %v: want keys", n, err)
+	}
+	if code, _, errOut := direct("reset", "alice"); code != 0 {
+		t.Fatalf("reset: exit %d: %s", code, errOut)
+	}
+	if code, _, _ := direct("check", "alice"); code != 0 {
+		t.Errorf("check after reset: exit %d, want 0", code)
+	}
+	// Usage errors.
+	for _, args := range [][]string{
+		{"check", "-redis", rs.URL(), "k"},                                          // no -limit
+		{"check", "-redis", rs.URL(), "-server", "http://x", "-limit", "1r/s", "k"}, // both
+		{"check", "-limit", "1r/s", "k"},                                            // -limit without -redis
+		{"check", "-redis", rs.URL(), "-limit", "1 per s", "k"},                     // bad limit
+	} {
+		if code, _, _ := run(t, args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	// An unreachable Redis is an error, not a usage error.
+	if code, _, errOut := run(t, "check", "-redis", "redis://127.0.0.1:1", "-limit", "1r/s", "-timeout", "1s", "k"); code != 1 {
+		t.Errorf("unreachable: exit %d (%s), want 1", code, errOut)
+	}
+}
+
+// bench -store with a Redis URL runs the checks on Redis, under its own
+// prefix.
+func TestBenchRedis(t *testing.T) {
+	rs := redistest.Standalone(t)
+	r := benchJSON(t, "-store", rs.URL(), "-limit", "10r/h", "-keys", "5", "-c", "4", "-n", "200")
+	if r.Allowed != 50 || r.Denied != 150 || r.Errors != 0 {
+		t.Errorf("allowed %d denied %d errors %d; want 50, 150, 0", r.Allowed, r.Denied, r.Errors)
+	}
+	keys, err := rs.Do("KEYS", "*").AsStrSlice()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("KEYS: %v, %v", keys, err)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, benchPrefix) {
+			t.Errorf("key %q outside the bench prefix", k)
+		}
 	}
 }

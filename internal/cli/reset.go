@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/sluicehq/sluice"
 )
 
 var resetCommand = command{
@@ -15,20 +18,20 @@ func runReset(ctx context.Context, env Env, args []string) int {
 	var f apiFlags
 	fs := newFlagSet(env, "reset", "[flags] KEY...")
 	f.register(env, fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if f.keys = fs.Args(); len(f.keys) == 0 {
-		usageErrorf(fs, "give at least one key")
-		return 2
-	}
-	base, err := parseBaseURL(f.server)
+	base, err := f.parse(fs, args)
 	if err != nil {
-		usageErrorf(fs, "-server: %v", err)
 		return 2
 	}
-	if _, _, err := post(ctx, base+resetPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys}); err != nil {
+	if f.redis != "" {
+		err = f.resetRedis(ctx)
+	} else {
+		_, _, err = post(ctx, base+resetPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys})
+	}
+	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice reset: %v\n", err)
+		if errors.Is(err, sluice.ErrInvalid) {
+			return 2
+		}
 		return 1
 	}
 	if f.json {
@@ -37,4 +40,18 @@ func runReset(ctx context.Context, env Env, args []string) int {
 	}
 	fmt.Fprintf(env.Stdout, "reset %d key(s) in zone %s\n", len(f.keys), f.zone)
 	return 0
+}
+
+// resetRedis forgets the keys' state on Redis directly.
+func (f *apiFlags) resetRedis(ctx context.Context) error {
+	limits, err := directLimits(f.limit, f.algorithm)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openStore(f.redis, f.prefix, f.timeout)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	return store.Reset(ctx, directCheck(f.zone, f.keys, limits, 0))
 }
