@@ -227,3 +227,12 @@ func metricValue(t *testing.T, api, series string) float64 {
 func parseConfigBytes(yaml string) (*config.Config, error) {
 	return config.Parse("test.yaml", []byte(yaml))
 }
+
+func loadConfig(t *testing.T, path string) *config.Config {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
