@@ -35,8 +35,10 @@ type KeyFunc func(r *http.Request) (string, error)
 // wrote garbage: the request has no key.
 //
 // Entries may carry a port ("192.0.2.1:1234", "[2001:db8::1]:1234") and
-// several X-Forwarded-For fields are read as one list, in order.
-// The Forwarded field (RFC 7239) is not read.
+// several X-Forwarded-For fields are read as one list, in order. A trusted
+// peer that sends no X-Forwarded-For may send X-Real-IP instead (nginx's
+// proxy_set_header X-Real-IP $remote_addr): its one address is the
+// client. The Forwarded field (RFC 7239) is not read.
 func ClientAddr(trusted []netip.Prefix) KeyFunc {
 	trusted = append([]netip.Prefix(nil), trusted...)
 	return func(r *http.Request) (string, error) {
@@ -58,6 +60,9 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
 	}
 	client := peer
 	values := r.Header.Values("X-Forwarded-For")
+	if len(values) == 0 {
+		return realIP(r, peer)
+	}
 	for i := len(values) - 1; i >= 0; i-- {
 		list := values[i]
 		for list != "" {
@@ -82,6 +87,20 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
 		}
 	}
 	return client, nil
+}
+
+// realIP returns the address in the X-Real-IP field a trusted peer sent,
+// or the peer itself when there is none.
+func realIP(r *http.Request, peer netip.Addr) (netip.Addr, error) {
+	v := r.Header["X-Real-Ip"]
+	if len(v) == 0 || strings.TrimSpace(v[0]) == "" {
+		return peer, nil
+	}
+	a, err := parseAddr(strings.TrimSpace(v[0]))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("httplimit: X-Real-IP %q from trusted proxy %s is not an IP address: %w", v[0], peer, ErrNoKey)
+	}
+	return a, nil
 }
 
 // parseAddr parses an IP address with an optional port, dropping any IPv6

@@ -26,6 +26,7 @@ func TestClientAddr(t *testing.T) {
 		trusted bool // use the trusted list
 		remote  string
 		xff     []string
+		realIP  string
 		want    string
 		wantErr bool
 	}{
@@ -45,6 +46,10 @@ func TestClientAddr(t *testing.T) {
 		{name: "garbage before an untrusted entry is never read", trusted: true, remote: "10.1.2.3:80", xff: []string{"garbage, 203.0.113.9"}, want: "203.0.113.9"},
 		{name: "garbage from a trusted proxy", trusted: true, remote: "10.1.2.3:80", xff: []string{"203.0.113.9, garbage"}, wantErr: true},
 		{name: "unusable remote address", remote: "pipe", wantErr: true},
+		{name: "x-real-ip from a trusted proxy", trusted: true, remote: "10.1.2.3:80", realIP: "203.0.113.9", want: "203.0.113.9"},
+		{name: "x-real-ip from anyone else", trusted: true, remote: "198.51.100.1:80", realIP: "203.0.113.9", want: "198.51.100.1"},
+		{name: "x-forwarded-for wins over x-real-ip", trusted: true, remote: "10.1.2.3:80", realIP: "6.6.6.6", xff: []string{"203.0.113.9"}, want: "203.0.113.9"},
+		{name: "bad x-real-ip from a trusted proxy", trusted: true, remote: "10.1.2.3:80", realIP: "nope", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +59,9 @@ func TestClientAddr(t *testing.T) {
 			}
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
 			r.RemoteAddr = tt.remote
+			if tt.realIP != "" {
+				r.Header.Set("X-Real-IP", tt.realIP)
+			}
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
