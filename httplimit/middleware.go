@@ -60,7 +60,7 @@ type Middleware struct {
 	// labels are the limits' labels, and items the same encoded as
 	// Structured Field Strings.
 	labels, items []string
-	pool  sync.Pool
+	pool          sync.Pool
 }
 
 // state is the per-request storage the middleware pools: the check's
