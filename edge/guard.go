@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,6 +72,9 @@ type GuardStats struct {
 	// Skipped counts checks decided without calling the store because the
 	// breaker was open.
 	Skipped uint64
+	// Abandoned is the number of store calls given up on at their deadline
+	// that have not returned yet (a gauge, at most MaxAbandoned).
+	Abandoned int64
 }
 
 // Degraded returns the number of decisions taken without the store.
@@ -91,6 +95,9 @@ type Guard struct {
 	log        *slog.Logger
 	logs       throttle
 
+	calls     sync.Pool // of *call
+	abandoned atomic.Int64
+
 	failOpen, failClosed, fallbacks atomic.Uint64
 	storeErrors, timeouts, skipped  atomic.Uint64
 }
@@ -107,6 +114,7 @@ func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
 		fallback: opts.Fallback, maxLogRate: opts.MaxLogRate, name: opts.Name, log: opts.Logger,
 		logs: throttle{every: opts.LogInterval, now: opts.Now},
 	}
+	g.calls.New = func() any { return &call{g: g, done: make(chan error, 1)} }
 	if g.timeout == 0 {
 		g.timeout = DefaultTimeout
 	}
@@ -167,6 +175,7 @@ func (g *Guard) Stats() GuardStats {
 	return GuardStats{
 		FailOpen: g.failOpen.Load(), FailClosed: g.failClosed.Load(), Fallback: g.fallbacks.Load(),
 		StoreErrors: g.storeErrors.Load(), Timeouts: g.timeouts.Load(), Skipped: g.skipped.Load(),
+		Abandoned: g.abandoned.Load(),
 	}
 }
 
@@ -182,7 +191,7 @@ func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return g.degrade(ctx, c, d, errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.store.Check(sctx, c, d)
+	err := g.storeCall(sctx, c, d, false)
 	cancel()
 	if outage, err := g.report(ctx, probe, err); !outage {
 		return err
@@ -206,7 +215,7 @@ func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
 		return fmt.Errorf("edge: reset: %w", errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.store.Reset(sctx, c)
+	err := g.storeCall(sctx, c, nil, true)
 	cancel()
 	if _, err = g.report(ctx, probe, err); err != nil {
 		return fmt.Errorf("edge: reset: %w", err)

@@ -297,3 +297,74 @@ func checkAll(t *testing.T, l sluice.Limiter, n int) []sluice.Source {
 	wg.Wait()
 	return sources
 }
+
+// stubborn is a test double of a store that ignores its context: each call
+// blocks until release is closed, as a Redis client does while it
+// reconnects to a server that accepts connections and never answers.
+type stubborn struct {
+	release chan struct{}
+	next    sluice.Limiter
+}
+
+func (s *stubborn) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	<-s.release
+	return s.next.Check(context.Background(), c, d) // writes d late
+}
+
+func (s *stubborn) Reset(ctx context.Context, c sluice.Check) error {
+	<-s.release
+	return s.next.Reset(context.Background(), c)
+}
+
+func TestGuardTimeoutWithAStoreIgnoringContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stubborn{release: make(chan struct{}), next: newMemstore(t, nil)}
+		g := newGuard(t, s, edge.GuardOptions{Timeout: 40 * time.Millisecond})
+		var d sluice.Decision
+		start := time.Now()
+		if err := g.Check(t.Context(), check(1, tenPerMinute), &d); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 40*time.Millisecond || d.Source != sluice.FromFailOpen {
+			t.Errorf("took %v, source %v; want the 40ms timeout, fail-open", took, d.Source)
+		}
+		if got := g.Stats().Abandoned; got != 1 {
+			t.Errorf("Abandoned = %d, want 1", got)
+		}
+		close(s.release) // the store answers late: into its own decision
+		synctest.Wait()
+		if d.Source != sluice.FromFailOpen || len(d.Hits) != 0 {
+			t.Errorf("the late answer reached the caller's decision: %+v", d)
+		}
+		if got := g.Stats().Abandoned; got != 0 {
+			t.Errorf("Abandoned = %d after the store returned, want 0", got)
+		}
+	})
+}
+
+func TestGuardBoundsAbandonedCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &stubborn{release: make(chan struct{}), next: newMemstore(t, nil)}
+		b, err := edge.NewBreaker(edge.BreakerOptions{Failures: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newGuard(t, s, edge.GuardOptions{Breaker: b})
+		for range edge.MaxAbandoned {
+			mustCheck(t, g, check(1, tenPerMinute))
+		}
+		start := time.Now()
+		d := mustCheck(t, g, check(1, tenPerMinute))
+		if took := time.Since(start); took != 0 || d.Source != sluice.FromFailOpen {
+			t.Errorf("past MaxAbandoned: took %v, source %v; want an immediate fail-open", took, d.Source)
+		}
+		if st := g.Stats(); st.Abandoned != edge.MaxAbandoned || st.StoreErrors != edge.MaxAbandoned+1 {
+			t.Errorf("stats %+v, want %d abandoned, %d store errors", st, edge.MaxAbandoned, edge.MaxAbandoned+1)
+		}
+		close(s.release)
+		synctest.Wait()
+		if got := g.Stats().Abandoned; got != 0 {
+			t.Errorf("Abandoned = %d after the store returned, want 0", got)
+		}
+	})
+}

@@ -1,0 +1,90 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxAbandoned bounds, per Guard, the store calls given up on at their
+// deadline that have not returned yet. Past it the Guard does not call the
+// store (each new call would only add a goroutine waiting on a store that
+// does not answer) and counts a store failure instead.
+const MaxAbandoned = 1024
+
+// The states of a call.
+const (
+	running int32 = iota
+	finished
+	abandoned
+)
+
+// A call is one store call, run on its own goroutine so that the Guard can
+// return at the deadline even if the store does not: a Redis client may
+// block past its context while it reconnects to a server that accepts
+// connections and never answers. The call works on its own copies of the
+// check and the decision, so one abandoned at the deadline never touches
+// the caller's. Calls are pooled; an abandoned one goes back to the pool
+// when the store finally returns.
+type call struct {
+	g     *Guard
+	reset bool
+	c     sluice.Check    // Hits owned by the call
+	d     sluice.Decision // Hits owned by the call
+	state atomic.Int32
+	done  chan error // buffered: run never blocks on it
+}
+
+// storeCall runs one Check (or Reset) on the store under ctx and returns
+// its error, or ctx's when ctx ends first. On success of a Check, d holds
+// the store's decision.
+func (g *Guard) storeCall(ctx context.Context, c sluice.Check, d *sluice.Decision, reset bool) error {
+	if g.abandoned.Load() >= MaxAbandoned {
+		return fmt.Errorf("edge: %w: %d store calls still running past their deadline", sluice.ErrUnavailable, MaxAbandoned)
+	}
+	k := g.calls.Get().(*call)
+	k.reset, k.c = reset, c
+	k.c.Hits = append(k.c.Hits[:0], c.Hits...)
+	k.state.Store(running)
+	go k.run(ctx)
+	select {
+	case err := <-k.done:
+		return g.finish(k, d, err)
+	case <-ctx.Done():
+	}
+	if !k.state.CompareAndSwap(running, abandoned) {
+		return g.finish(k, d, <-k.done) // it finished at the deadline
+	}
+	g.abandoned.Add(1)
+	return fmt.Errorf("edge: store call abandoned: %w", ctx.Err())
+}
+
+// finish copies the decision of a finished call to d and pools the call.
+func (g *Guard) finish(k *call, d *sluice.Decision, err error) error {
+	if err == nil && !k.reset {
+		hits := d.Hits
+		*d = k.d
+		d.Hits = append(hits[:0], k.d.Hits...)
+	}
+	g.calls.Put(k)
+	return err
+}
+
+// run makes the store call and hands its error to the waiting caller, or,
+// if the caller has gone, returns the call to the pool.
+func (k *call) run(ctx context.Context) {
+	var err error
+	if k.reset {
+		err = k.g.store.Reset(ctx, k.c)
+	} else {
+		err = k.g.store.Check(ctx, k.c, &k.d)
+	}
+	if k.state.CompareAndSwap(running, finished) {
+		k.done <- err
+		return
+	}
+	k.g.abandoned.Add(-1)
+	k.g.calls.Put(k)
+}
