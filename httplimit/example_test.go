@@ -48,3 +48,24 @@ func Example() {
 	// 200 "2r/m";q=2;w=60 false
 	// 429 "2r/m";q=2;w=60 true
 }
+
+// ClientAddr believes X-Forwarded-For only from the listed proxies, and
+// reads it from the right: what a client wrote itself is never used.
+func ExampleClientAddr() {
+	trusted, err := httplimit.ParseTrustedProxies([]string{"10.0.0.0/8"})
+	if err != nil {
+		panic(err)
+	}
+	key := httplimit.ClientAddr(trusted)
+
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "10.0.0.2:41000"                         // our load balancer
+	r.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.9") // 6.6.6.6 was sent by the client
+	fmt.Println(key(r))
+
+	r.RemoteAddr = "198.51.100.7:5000" // not a proxy: its header is ignored
+	fmt.Println(key(r))
+	// Output:
+	// 203.0.113.9 <nil>
+	// 198.51.100.7 <nil>
+}
