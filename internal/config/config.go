@@ -62,8 +62,11 @@ type Store struct {
 	// Kind is derived from the other fields: Memory unless URL, Sentinel or
 	// ClusterSeeds is set.
 	Kind StoreKind
-	// URL is a redis:// or rediss:// URL for a standalone server, or
-	// "memory". Default: "memory".
+	// URL is "memory" or a Redis URL: redis://[user:password@]host:port[/db]
+	// or rediss:// for a standalone server,
+	// redis-sentinel://host:port,host:port/master[/db] for Sentinel,
+	// redis-cluster://host:port,host:port for Cluster seeds (the rediss-
+	// forms use TLS). Default: "memory".
 	URL string
 	// SentinelMaster and SentinelAddrs find the master through Sentinel.
 	// Both or neither. Default: unset.

@@ -90,6 +90,8 @@ func TestStoreKinds(t *testing.T) {
 		{"url: rediss://cache.example.com:6380", Redis},
 		{"sentinel: {master: mymaster, addrs: [10.0.0.1:26379, 10.0.0.2:26379]}", Sentinel},
 		{"cluster: [10.0.0.1:7000, 10.0.0.2:7000]", Cluster},
+		{"url: 'redis-sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster'", Sentinel},
+		{"url: 'rediss-cluster://10.0.0.1:7000,10.0.0.2:7000'", Cluster},
 	} {
 		c, err := Parse("s.yaml", []byte("store: {"+tt.yaml+"}\nzones: [{name: a, limits: 1r/s}]\n"))
 		if err != nil {
@@ -130,7 +132,7 @@ func TestErrors(t *testing.T) {
 		{"bad failure", zone + "    failure: maybe\n", `c.yaml:4: zones[0].failure: unknown failure policy "maybe"`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
 		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
-		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a redis://`},
+		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a Redis URL`},
 		{"password hidden", zone + "store: {url: 'mysql://u:hunter2@x'}\n", "xxxxx"},
 		{"two stores", zone + "store: {url: 'redis://x:1', cluster: ['a:1']}\n", "set only one of url, sentinel or cluster"},
 		{"sentinel half", zone + "store: {sentinel: {master: m}}\n", "store.sentinel: needs both master and addrs"},

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,10 +33,11 @@ func (w *walker) validateStore(s *Store) {
 	kinds := 0
 	if s.URL != "" && s.URL != string(Memory) {
 		kinds++
-		s.Kind = Redis
-		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-			w.add(w.line("store.url"), "store.url", "%q is not memory or a redis:// or rediss:// URL with a host", redactURL(s.URL))
+		kind, err := urlKind(s.URL)
+		if err != nil {
+			w.add(w.line("store.url"), "store.url", "%v", err)
 		}
+		s.Kind = kind
 	}
 	if s.SentinelMaster != "" || len(s.SentinelAddrs) > 0 {
 		kinds++
@@ -66,10 +66,29 @@ func (w *walker) validateStore(s *Store) {
 	}
 }
 
+// urlKinds maps the schemes of store URLs to the kind of store.
+var urlKinds = map[string]StoreKind{
+	"redis": Redis, "rediss": Redis,
+	"redis-sentinel": Sentinel, "rediss-sentinel": Sentinel,
+	"redis-cluster": Cluster, "rediss-cluster": Cluster,
+}
+
+// urlKind returns the kind of store a URL names. The Redis store parses
+// the rest of the URL when it opens it.
+func urlKind(raw string) (StoreKind, error) {
+	scheme, rest, _ := strings.Cut(raw, "://")
+	kind, ok := urlKinds[scheme]
+	if !ok || strings.Trim(rest, "/") == "" {
+		return Redis, fmt.Errorf("%q is not memory or a Redis URL (redis://host:port[/db], rediss://..., redis-sentinel://host:port,.../master or redis-cluster://host:port,...)", redactURL(raw))
+	}
+	return kind, nil
+}
+
 // redactURL hides a URL's password in messages.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
+	scheme, rest, ok := strings.Cut(s, "://")
+	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
+		return scheme + "://xxxxx" + rest[at:]
 	}
 	return s
 }

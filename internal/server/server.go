@@ -73,8 +73,13 @@ type listener struct {
 }
 
 // New returns a Server for cfg. It opens the store (unless opts.Store is
-// set) but does not listen yet.
+// set) but does not listen yet. A Redis store must answer now: an
+// unreachable Redis at start is an error, not a degraded start. ctx is
+// only checked before anything is opened.
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -88,7 +93,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	store := opts.Store
 	if store == nil {
 		var err error
-		if store, err = OpenStore(ctx, cfg.Store); err != nil {
+		if store, err = OpenStore(cfg.Store, s.log); err != nil {
 			return nil, err
 		}
 	}

@@ -2,19 +2,17 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
-
-// ErrStoreNotBuilt marks a store section this build cannot open.
-var ErrStoreNotBuilt = errors.New("server: redis store not available in this build")
 
 // Store is an opened store: the limiter and how to release it.
 type Store struct {
@@ -24,24 +22,44 @@ type Store struct {
 	// release.
 	Close func() error
 	// Stats, when set, reports store gauges for /metrics (the memory
-	// store's key count, evictions, expirations).
+	// store's key count and evictions).
 	Stats func() memstore.Stats
 }
 
-// OpenStore opens the store a configuration's store section describes.
-// It is the one place where a store is constructed from configuration;
-// the server and the CLI both call it.
-func OpenStore(ctx context.Context, cfg config.Store) (*Store, error) {
-	switch cfg.Kind {
-	case config.Memory, "":
+// OpenStore opens the store a configuration's store section describes:
+// the memory store, or a Redis store (standalone, Sentinel or Cluster)
+// that it connects to. It is the one place where a store is constructed
+// from configuration. log receives what the store cannot return, such as
+// a failed refund.
+func OpenStore(cfg config.Store, log *slog.Logger) (*Store, error) {
+	if cfg.Kind == config.Memory || cfg.Kind == "" {
 		s, err := memstore.New(memstore.Options{MaxKeys: cfg.MaxKeys})
 		if err != nil {
 			return nil, fmt.Errorf("server: memory store: %w", err)
 		}
 		return &Store{Limiter: s, Stats: s.Stats}, nil
-	default:
-		return nil, fmt.Errorf("%w (store kind %s)", ErrStoreNotBuilt, cfg.Kind)
 	}
+	s, err := redisstore.New(redisstore.Options{URL: storeURL(cfg), Prefix: cfg.Prefix, Timeout: cfg.Timeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("server: %s store: %w", cfg.Kind, err)
+	}
+	return &Store{Limiter: s, Close: s.Close}, nil
+}
+
+// storeURL is the URL redisstore opens for cfg: its URL, or one built
+// from the sentinel or cluster fields.
+func storeURL(cfg config.Store) string {
+	if cfg.URL != "" {
+		return cfg.URL
+	}
+	auth := ""
+	if cfg.Password != "" {
+		auth = ":" + cfg.Password + "@"
+	}
+	if cfg.Kind == config.Sentinel {
+		return "redis-sentinel://" + auth + strings.Join(cfg.SentinelAddrs, ",") + "/" + cfg.SentinelMaster
+	}
+	return "redis-cluster://" + auth + strings.Join(cfg.ClusterSeeds, ",")
 }
 
 // backend is the chain of limiters every check goes through, built once
