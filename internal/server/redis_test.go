@@ -70,6 +70,9 @@ func TestRedisOutage(t *testing.T) {
 	if got := metricValue(t, ts.api, `sluice_degraded_decisions_total{source="fail-closed",zone="closed"}`); got != 1 {
 		t.Errorf("fail-closed metric %v, want 1", got)
 	}
+	for range 5 { // enough consecutive failures to open the breaker
+		source("open")
+	}
 	if got := metricValue(t, ts.api, `sluice_store_breaker_open`); got != 1 {
 		t.Errorf("breaker metric %v, want 1 (open)", got)
 	}
