@@ -3,7 +3,6 @@ package memstore
 import (
 	"hash/maphash"
 	"math/bits"
-	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -111,8 +110,7 @@ func (b *batch) store(s *Store, now int64) {
 		if b.stored[i] {
 			continue
 		}
-		e.key = b.key(i)
-		e.key.zone, e.key.key = cloneKey(e.key.zone, e.key.key)
+		e.setID(b.key(i))
 		evicted, expired := s.shards[b.shard[i]].insert(b.hashes[i], e, now)
 		if evicted {
 			s.evictions.Add(1)
@@ -121,16 +119,6 @@ func (b *batch) store(s *Store, now int64) {
 			s.expired.Add(uint64(expired))
 		}
 	}
-}
-
-// cloneKey copies zone and key into one allocation, so that a stored state
-// does not pin the caller's (possibly much larger) buffers.
-func cloneKey(zone, key string) (string, string) {
-	if zone == "" {
-		return "", strings.Clone(key)
-	}
-	both := zone + key // a new string: neither operand is empty
-	return both[:len(zone)], both[len(zone):]
 }
 
 // keyHash hashes a zone and a key with the store's seed. Its low bits
@@ -155,56 +143,6 @@ func stateHash(kh uint64, k stateKey) uint64 {
 	h *= 0xC4CEB9FE1A85EC53
 	h ^= h >> 33
 	return h
-}
-
-// The entry types keep each algorithm's state in the entry's allocation,
-// so a lookup touches one object.
-type (
-	windowEntry struct {
-		entry
-		s algo.Window
-	}
-	bucketsEntry struct {
-		entry
-		s algo.Buckets
-	}
-	logEntry struct {
-		entry
-		s algo.Log
-	}
-	decayEntry struct {
-		entry
-		s algo.Decay
-	}
-	gcraEntry struct {
-		entry
-		s algo.GCRA
-	}
-)
-
-// newEntry returns an entry holding the empty state of an algorithm.
-func newEntry(algorithm uint8) *entry {
-	switch algorithm {
-	case codeBuckets:
-		e := new(bucketsEntry)
-		e.state = &e.s
-		return &e.entry
-	case codeLog:
-		e := new(logEntry)
-		e.state = &e.s
-		return &e.entry
-	case codeDecay:
-		e := new(decayEntry)
-		e.state = &e.s
-		return &e.entry
-	case codeGCRA:
-		e := new(gcraEntry)
-		e.state = &e.s
-		return &e.entry
-	}
-	e := new(windowEntry)
-	e.state = &e.s
-	return &e.entry
 }
 
 // Algorithm codes, the compact form of sluice.Algorithm in a stateKey.

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,16 +17,15 @@ const benchKeys = 100_000
 
 // BenchmarkCheck measures one unit-cost check per operation on a store
 // holding benchKeys keys (all created before the timer starts, so the
-// figures are the steady state), for every algorithm, from one goroutine
-// and from GOMAXPROCS goroutines. The clock is the real one. Limits are
-// high enough that checks are allowed and recorded.
+// figures are the steady state; then visited in another order, so that
+// memory locality from the warm-up does not flatter the store), for every
+// algorithm, from one goroutine and from GOMAXPROCS goroutines. The clock
+// is the real one. Limits are high enough that checks are allowed and
+// recorded.
 //
 //	go test -run '^$' -bench BenchmarkCheck -benchtime 1s ./memstore
 func BenchmarkCheck(b *testing.B) {
-	keys := make([]string, benchKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("client-%06d", i)
-	}
+	keys := benchKeySet()
 	for _, a := range sluice.Algorithms {
 		l := sluice.Limit{Rate: 1000, Window: time.Minute, Algorithm: a}
 		b.Run(string(a)+"/serial", func(b *testing.B) {
@@ -65,10 +65,7 @@ func BenchmarkCheck(b *testing.B) {
 // BenchmarkCheckTwoLimits measures a check of two sliding-window limits on
 // one key ("10r/s, 1000r/h"), both decided atomically.
 func BenchmarkCheckTwoLimits(b *testing.B) {
-	keys := make([]string, benchKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("client-%06d", i)
-	}
+	keys := benchKeySet()
 	limits, err := sluice.ParseLimits("10r/s, 1000r/h")
 	if err != nil {
 		b.Fatal(err)
@@ -93,9 +90,20 @@ func BenchmarkCheckTwoLimits(b *testing.B) {
 	})
 }
 
-// warmStore returns a store holding one state per key and limit.
+// benchKeySet returns benchKeys distinct client IDs.
+func benchKeySet() []string {
+	keys := make([]string, benchKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("client-%06d", i)
+	}
+	return keys
+}
+
+// warmStore returns a store holding one state per key and limit, and
+// shuffles keys (with a fixed seed) for the timed loop.
 func warmStore(b *testing.B, keys []string, limits ...sluice.Limit) *Store {
 	b.Helper()
+	defer rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	s, err := New(Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -3,8 +3,6 @@ package memstore
 import (
 	"math"
 	"sync"
-
-	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // Sweeping and eviction. Go map iteration starts at a random position, so
@@ -16,23 +14,6 @@ const (
 	shrinkRatio = 4    // rebuild a map once it holds under 1/shrinkRatio of its peak...
 	shrinkMin   = 1024 // ...if that peak was at least this many entries
 )
-
-// stateKey identifies one state: the fields by which two sluice.Hits share
-// state.
-type stateKey struct {
-	zone, key string
-	window    int64 // µs
-	bucket    int64 // µs
-	algorithm uint8 // see algoCode
-}
-
-// entry is one stored state. Entries whose keys hash alike are chained.
-type entry struct {
-	key     stateKey
-	expires int64 // µs since the epoch: the last Record's now + ResetAfter
-	state   algo.State
-	next    *entry // the next entry with the same hash
-}
 
 // shard is one independently locked map of states, keyed by a seeded
 // 64-bit hash of their stateKey: a map with small fixed-size keys is faster
@@ -55,7 +36,7 @@ func (sh *shard) init(max int) {
 // find returns the entry of k, or nil. sh.mu must be held.
 func (sh *shard) find(h uint64, k *stateKey) *entry {
 	for e := sh.m[h]; e != nil; e = e.next {
-		if e.key == *k {
+		if e.is(k) {
 			return e
 		}
 	}

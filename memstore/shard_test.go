@@ -16,7 +16,8 @@ func TestHashCollisions(t *testing.T) {
 	for i := range keys {
 		keys[i] = stateKey{key: fmt.Sprint("k", i), window: 1}
 		entries[i] = newEntry(codeWindow)
-		entries[i].key, entries[i].expires = keys[i], int64(100+i)
+		entries[i].setID(keys[i])
+		entries[i].expires = int64(100 + i)
 	}
 	for i := range 3 {
 		if evicted, expired := sh.insert(h, entries[i], 0); evicted || expired != 0 {

@@ -1,0 +1,111 @@
+package memstore
+
+import "github.com/sluicehq/sluice/internal/algo"
+
+// stateKey identifies one state: the fields by which two sluice.Hits share
+// state. Lookups build it from the caller's strings, without copying.
+type stateKey struct {
+	zone, key string
+	window    int64 // µs
+	bucket    int64 // µs
+	algorithm uint8 // see algoCode
+}
+
+// inlineID is the longest zone+key an entry holds in its own memory; longer
+// identities are kept in one separate string. Short keys (addresses, user
+// and token IDs) thus cost no allocation of their own and no extra cache
+// miss to compare.
+const inlineID = 32
+
+// entry is one stored state and its identity. Entries whose identities
+// hash alike are chained.
+type entry struct {
+	expires   int64 // µs since the epoch: the last Record's now + ResetAfter
+	state     algo.State
+	next      *entry // the next entry with the same hash
+	window    int64
+	bucket    int64
+	zoneLen   int32
+	algorithm uint8
+	inlineLen uint8  // length of zone+key in inline; 0 when it is in long
+	long      string // zone+key, when longer than inlineID
+	inline    [inlineID]byte
+}
+
+// setID stores k's identity in e, copying its strings: a stored state never
+// pins the caller's (possibly much larger) buffers.
+func (e *entry) setID(k stateKey) {
+	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
+	e.zoneLen = int32(len(k.zone))
+	n := len(k.zone) + len(k.key)
+	if n <= inlineID {
+		copy(e.inline[copy(e.inline[:], k.zone):], k.key)
+		e.inlineLen = uint8(n) // keys are never empty, so n > 0
+		return
+	}
+	e.long = k.zone + k.key
+}
+
+// is reports whether e holds the state identified by k.
+func (e *entry) is(k *stateKey) bool {
+	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm || int(e.zoneLen) != len(k.zone) {
+		return false
+	}
+	z := int(e.zoneLen)
+	if e.inlineLen > 0 {
+		n := int(e.inlineLen)
+		return n == z+len(k.key) && string(e.inline[:z]) == k.zone && string(e.inline[z:n]) == k.key
+	}
+	return len(e.long) == z+len(k.key) && e.long[:z] == k.zone && e.long[z:] == k.key
+}
+
+// The entry types keep each algorithm's state in the entry's allocation,
+// so a lookup touches one object.
+type (
+	windowEntry struct {
+		entry
+		s algo.Window
+	}
+	bucketsEntry struct {
+		entry
+		s algo.Buckets
+	}
+	logEntry struct {
+		entry
+		s algo.Log
+	}
+	decayEntry struct {
+		entry
+		s algo.Decay
+	}
+	gcraEntry struct {
+		entry
+		s algo.GCRA
+	}
+)
+
+// newEntry returns an entry, without identity, holding the empty state of
+// an algorithm.
+func newEntry(algorithm uint8) *entry {
+	switch algorithm {
+	case codeBuckets:
+		e := new(bucketsEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeLog:
+		e := new(logEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeDecay:
+		e := new(decayEntry)
+		e.state = &e.s
+		return &e.entry
+	case codeGCRA:
+		e := new(gcraEntry)
+		e.state = &e.s
+		return &e.entry
+	}
+	e := new(windowEntry)
+	e.state = &e.s
+	return &e.entry
+}
