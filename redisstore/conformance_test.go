@@ -33,6 +33,9 @@ func factory(client rueidis.Client) storetest.Factory {
 	}
 }
 
+// runConformance is storetest.Run; a seam for the Sentinel test.
+func runConformance(t *testing.T, f storetest.Factory) { storetest.Run(t, f) }
+
 func TestConformanceStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
 	storetest.Run(t, factory(srv.Client()))

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -62,10 +63,8 @@ func parseURLParts(raw string) (connURL, error) {
 	}
 	authority, path, _ := strings.Cut(rest, "/")
 	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		user, pass, hasPass := strings.Cut(authority[:at], ":")
-		u.user, u.password = user, pass
-		if !hasPass {
-			u.user, u.password = "", user // redis://secret@host: a password alone
+		if err := u.parseUserinfo(authority[:at]); err != nil {
+			return connURL{}, err
 		}
 		authority = authority[at+1:]
 	}
@@ -73,6 +72,23 @@ func parseURLParts(raw string) (connURL, error) {
 		return connURL{}, err
 	}
 	return u, u.parsePath(path)
+}
+
+// parseUserinfo reads "user:password", ":password" or "password", each
+// part percent-decoded (a password may hold "@" or ":" as %40, %3A).
+func (u *connURL) parseUserinfo(info string) error {
+	user, pass, hasPass := strings.Cut(info, ":")
+	if !hasPass {
+		user, pass = "", user // redis://secret@host: a password alone
+	}
+	var err error
+	if u.user, err = url.PathUnescape(user); err != nil {
+		return fmt.Errorf("bad escape in the user name")
+	}
+	if u.password, err = url.PathUnescape(pass); err != nil {
+		return fmt.Errorf("bad escape in the password")
+	}
+	return nil
 }
 
 func (u *connURL) parseHosts(authority string) error {
