@@ -7,12 +7,13 @@
 //
 // States live in Options.Shards maps, each behind its own mutex; a state's
 // shard is chosen by a seeded hash of its zone and key, so every limit of
-// one key shares a shard and a multi-limit check on one key takes one lock. A check locks the distinct shards of its hits in
-// ascending order (never two checks waiting on each other in a cycle),
-// evaluates every hit with internal/algo.Decide and records only if the
-// whole check is allowed. A check is therefore atomic with respect to every
-// other check and reset, and there is no global lock: checks on different
-// shards never wait for each other.
+// one key shares a shard and a multi-limit check on one key takes one lock.
+// A check locks the distinct shards of its hits in ascending order (never
+// two checks waiting on each other in a cycle), evaluates every hit with
+// internal/algo.Decide and records only if the whole check is allowed. A
+// check is therefore atomic with respect to every other check and reset,
+// and there is no global lock: checks on different shards never wait for
+// each other.
 //
 // # Lookups and allocation
 //
@@ -21,28 +22,31 @@
 // identity: states whose hashes collide are chained and told apart by it,
 // so a collision costs time, never correctness, and the seed keeps clients
 // from choosing colliding keys. Each algorithm's state lives in the same
-// allocation as its entry, so a lookup touches the map and one object.
+// allocation as its entry, and so do zone and key when together they fit in
+// 32 bytes (addresses, user and token IDs): a lookup touches the map and
+// one object.
 //
 // A check works in fixed arrays of sluice.MaxHits elements on the stack and
 // hashes the caller's strings in place. Checking a key that already has
 // state allocates nothing when the Decision passed in is reused (the log
 // algorithm's event slice aside, which grows to the rate and is then
-// reused). A new key costs its entry and one copy of its zone and key
-// bytes, so the store never pins the caller's buffers.
+// reused). A new key costs its entry, plus one copy of its zone and key
+// when they are longer than 32 bytes: the store copies them and never pins
+// the caller's buffers.
 //
 // # Expiry of idle state
 //
-// Each recorded check learns from its algorithm when the state will be empty
-// again (its ResetAfter); the state's deadline is the latest such instant.
-// Past the deadline the state is equivalent to no state and may be dropped.
-// The store has no janitor goroutine and nothing to close: every 64th check
-// on a shard examines 8 slots of that shard's map from a random position
-// and drops the expired states there, and a shard that has shrunk to a quarter of its
-// peak size (of at least 1,024 entries) is rebuilt, because a Go map never
-// returns the memory of deleted entries. Expired states not yet swept are
-// harmless (the algorithms read them as empty) and count toward the bound.
-// A store that receives no checks at all frees nothing, but holds at most
-// MaxKeys states.
+// Each recorded check learns from its algorithm when the state will be
+// empty again (its ResetAfter); the state's deadline is the latest such
+// instant. Past the deadline the state is equivalent to no state and may be
+// dropped. The store has no janitor goroutine and nothing to close: every
+// 64th check on a shard examines 8 slots of that shard's map from a random
+// position and drops the expired states there, and a shard that has shrunk
+// to a quarter of its peak size (of at least 1,024 entries) is rebuilt,
+// because a Go map never returns the memory of deleted entries. Expired
+// states not yet swept are harmless (the algorithms read them as empty) and
+// count toward the bound. A store that receives no checks at all frees
+// nothing, but holds at most MaxKeys states.
 //
 // # The bound on keys
 //
@@ -69,19 +73,19 @@
 // recorded check, the key bytes and the map's own overhead included
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
 // 105 bytes per gcra state, 120 per decay or sliding-window state, 230 per
-// buckets state with the default 10 buckets (8 more bytes per extra
-// bucket) and 135 per log state holding one event, plus about 16 bytes per
-// further distinct recording instant in its window, up to Rate of them.
-// Longer zones and keys add their length. At the default bound of
-// 1,000,000 sliding-window states that is about 120 MB.
+// buckets state with the default 10 buckets (8 more bytes per extra bucket)
+// and 135 per log state holding one event, plus about 16 bytes per further
+// distinct recording instant in its window, up to Rate of them. A zone and
+// key longer than 32 bytes together add their length. At the default bound
+// of 1,000,000 sliding-window states that is about 120 MB.
 //
 // # Time
 //
 // Time is read from Options.Now once per check and truncated to
 // microseconds, the unit of internal/algo. A clock that steps backwards is
 // tolerated: states are never rewound (see internal/algo for how each
-// algorithm records at an instant older than its state), and a deadline only
-// moves later.
+// algorithm records at an instant older than its state), and a deadline
+// only moves later.
 //
 // # Validation
 //
