@@ -1,0 +1,56 @@
+// Package server is the sluice decision service behind "sluice serve": the
+// HTTP decision API (POST /v1/check, POST /v1/reset), the nginx
+// auth_request endpoint (/v1/auth), the reverse proxy, and the operational
+// endpoints (/metrics, /healthz, /readyz), on the listeners of a
+// config.Config. The user documentation, with every option, endpoint,
+// header and metric, is docs/server.md.
+//
+// # Structure
+//
+// OpenStore is the one place a store is built from configuration: the
+// memory store, or a Redis store (standalone, Sentinel, Cluster). New
+// puts, for a Redis store, one edge.Guard per failure policy in front of
+// it (sharing one breaker, with the store timeout) and a deny cache in
+// front of each guard; a zone checks through the chain of its policy. The
+// configuration is compiled into an immutable state (zones with their key
+// functions from package httplimit, proxy rules with their reverse
+// proxies) held in an atomic pointer: a reload swaps it, and a request
+// sees one configuration from start to end.
+//
+// # Decisions where the design was silent
+//
+//   - A check over several zones (a proxy rule, or /v1/auth?zone=a&zone=b)
+//     is one all-or-nothing check and uses the strictest failure policy of
+//     its zones: closed, then local, then open.
+//   - A memory store cannot be unreachable, so checks go to it directly:
+//     no guard, no deny cache (which would only add a lookup).
+//   - A Redis store must answer when the server starts: an unreachable
+//     Redis at start is an error, so a broken deployment fails loudly
+//     instead of running degraded from its first second.
+//   - /v1/check answers an unknown zone with 404, malformed input with 400,
+//     a body over the listener's max_body_bytes with 413, and a store
+//     error the failure policy did not absorb with 503; every one is an
+//     application/problem+json body that says what is wrong.
+//   - /v1/check echoes each key in its per-limit results (the caller sent
+//     them); the proxy's and /v1/auth's 429 bodies never contain a key,
+//     which may be a secret token.
+//   - /v1/auth denies with 403 by default because nginx's auth_request
+//     turns any status but 2xx, 401 and 403 into a 500; nginx maps the 403
+//     to 429. ?deny_status= serves proxies that pass any status on. A
+//     request without a key for a zone gets 401 (a missing credential).
+//     /v1/auth believes X-Real-IP: only nginx must reach the API listener.
+//   - The proxy answers a request without a key 400, as the httplimit
+//     middleware does; a key source with first_of falls back instead.
+//   - A reload changes zones, rules, trusted proxies, proxy headers and the
+//     log level. The store and the listeners are kept until a restart (a
+//     changed section is logged as a warning), because reopening them
+//     would lose in-flight requests and in-memory counters. Settings given
+//     by flags or SLUICE_* variables still win over the reloaded file.
+//   - The file watcher polls size and modification time (default every
+//     2 s); an editor that writes a file in two steps may cause one failed
+//     reload, then a good one.
+//   - /readyz probes the store itself (a zero-cost check of one reserved
+//     key, bypassing the breaker) only when some zone fails closed: a
+//     server whose zones fail open or local still decides every check.
+//   - Metrics live in a registry created per Server; nothing is global.
+package server
