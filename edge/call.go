@@ -45,8 +45,9 @@ func (g *Guard) storeCall(ctx context.Context, c sluice.Check, d *sluice.Decisio
 		return fmt.Errorf("edge: %w: %d store calls still running past their deadline", sluice.ErrUnavailable, MaxAbandoned)
 	}
 	k := g.calls.Get().(*call)
+	hits := k.c.Hits[:0] // the call's own storage, not the caller's
 	k.reset, k.c = reset, c
-	k.c.Hits = append(k.c.Hits[:0], c.Hits...)
+	k.c.Hits = append(hits, c.Hits...)
 	k.state.Store(running)
 	go k.run(ctx)
 	select {

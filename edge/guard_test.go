@@ -280,15 +280,44 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
-// checkAll runs n concurrent checks and returns their sources.
+// barrier is a test double of a store whose calls all wait until n of them
+// are in flight, so that n store calls overlap.
+type barrier struct {
+	arrived sync.WaitGroup
+	next    sluice.Limiter
+}
+
+func (b *barrier) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	b.arrived.Done()
+	b.arrived.Wait()
+	return b.next.Check(ctx, c, d)
+}
+
+func (b *barrier) Reset(ctx context.Context, c sluice.Check) error { return b.next.Reset(ctx, c) }
+
+func TestGuardConcurrentChecksShareACheck(t *testing.T) {
+	const n = 8
+	b := &barrier{next: newMemstore(t, nil)}
+	b.arrived.Add(n)
+	g := newGuard(t, b, edge.GuardOptions{Timeout: time.Minute})
+	for _, s := range checkAll(t, g, n) {
+		if s != sluice.FromStore {
+			t.Errorf("source %v, want store", s)
+		}
+	}
+}
+
+// checkAll runs n concurrent checks of one shared Check value (as a server
+// does with a zone's check template) and returns their sources.
 func checkAll(t *testing.T, l sluice.Limiter, n int) []sluice.Source {
 	t.Helper()
 	sources := make([]sluice.Source, n)
+	shared := check(1, hit("k", "100000r/s", sluice.GCRA))
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			var d sluice.Decision
-			if err := l.Check(context.Background(), check(1, hit("k", "1000r/s", sluice.GCRA)), &d); err != nil {
+			if err := l.Check(context.Background(), shared, &d); err != nil {
 				t.Error(err)
 			}
 			sources[i] = d.Source

@@ -1,0 +1,237 @@
+package faulttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// workerEnv, when set, makes the test binary a worker of
+// TestExactAcrossProcesses: it runs the job in the variable (JSON) and
+// prints its result (JSON) instead of running tests.
+const workerEnv = "SLUICE_FAULTTEST_WORKER"
+
+// The shape of TestExactAcrossProcesses.
+const (
+	processes  = 4
+	goroutines = 16
+	attempts   = 25 // per goroutine: 1,600 checks in all
+	rate       = 300
+)
+
+// job is what one worker process does.
+type job struct {
+	URL        string
+	Hit        sluice.Hit
+	Goroutines int
+	Attempts   int
+	StartAt    time.Time // all workers start together
+}
+
+// result is what one worker process reports.
+type result struct {
+	Allowed, Denied int64
+	Errors          []string
+	Start, End      time.Time
+}
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(workerEnv); spec != "" {
+		os.Exit(work(spec))
+	}
+	os.Exit(m.Run())
+}
+
+// work runs a worker's job and prints its result; it returns the exit code.
+func work(spec string) int {
+	var j job
+	if err := json.Unmarshal([]byte(spec), &j); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: bad job %q: %v\n", spec, err)
+		return 2
+	}
+	// A generous timeout: this test is about exactness under contention,
+	// not latency, and a check that timed out may still have been counted.
+	store, err := redisstore.New(redisstore.Options{URL: j.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+		return 2
+	}
+	defer store.Close()
+	// Connect and load the scripts before the start, with a peek on
+	// another key.
+	warm := j.Hit
+	warm.Key += "-warm"
+	var d sluice.Decision
+	if err := store.Check(context.Background(), sluice.Check{Hits: []sluice.Hit{warm}}, &d); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: warm-up: %v\n", err)
+		return 2
+	}
+	time.Sleep(time.Until(j.StartAt))
+	r := hammer(store, j)
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		return 2
+	}
+	return 0
+}
+
+// hammer runs the job's goroutines, each checking the hit Attempts times
+// as fast as it can.
+func hammer(l sluice.Limiter, j job) result {
+	var r result
+	var allowed, denied atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	c := sluice.Check{Hits: []sluice.Hit{j.Hit}, Cost: 1}
+	r.Start = time.Now()
+	for range j.Goroutines {
+		wg.Go(func() {
+			var d sluice.Decision
+			for range j.Attempts {
+				if err := l.Check(context.Background(), c, &d); err != nil {
+					mu.Lock()
+					r.Errors = append(r.Errors, err.Error())
+					mu.Unlock()
+					continue
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.End = time.Now()
+	r.Allowed, r.Denied = allowed.Load(), denied.Load()
+	return r
+}
+
+// runWorkers starts the worker processes on j and returns their results.
+func runWorkers(t *testing.T, j job) []result {
+	t.Helper()
+	spec, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	results := make([]result, processes)
+	var wg sync.WaitGroup
+	for i := range processes {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, os.Args[0])
+			cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Errorf("worker %d: %v\n%s", i, err, stderr.String())
+				return
+			}
+			if err := json.Unmarshal(out, &results[i]); err != nil {
+				t.Errorf("worker %d: result %q: %v", i, out, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return results
+}
+
+// TestExactAcrossProcesses starts 4 OS processes with 16 goroutines each,
+// all checking one key as fast as they can, and counts what they admitted
+// together. log admits exactly Rate in a window (the whole test fits in
+// one). gcra admits its burst of Rate, plus one per emission interval
+// (Window/Rate) of the test's duration.
+func TestExactAcrossProcesses(t *testing.T) {
+	targets := []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"standalone", func(t *testing.T) string { return redistest.Standalone(t).URL() }},
+		{"cluster", func(t *testing.T) string { return redistest.NewCluster(t).URL() }},
+	}
+	for _, target := range targets {
+		t.Run(target.name, func(t *testing.T) {
+			url := target.url(t)
+			for _, algo := range []sluice.Algorithm{sluice.Log, sluice.GCRA} {
+				t.Run(string(algo), func(t *testing.T) {
+					l := sluice.Limit{Rate: rate, Window: time.Hour, Algorithm: algo}
+					j := job{
+						URL:        url,
+						Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
+						Goroutines: goroutines,
+						Attempts:   attempts,
+						StartAt:    time.Now().Add(2 * time.Second),
+					}
+					assertExact(t, l, runWorkers(t, j))
+				})
+			}
+		})
+	}
+}
+
+func assertExact(t *testing.T, l sluice.Limit, results []result) {
+	t.Helper()
+	var allowed, denied int64
+	start, end := results[0].Start, results[0].End
+	for i, r := range results {
+		if len(r.Errors) > 0 {
+			t.Errorf("worker %d: %d errors, first: %s", i, len(r.Errors), r.Errors[0])
+		}
+		allowed += r.Allowed
+		denied += r.Denied
+		start, end = minTime(start, r.Start), maxTime(end, r.End)
+	}
+	span := end.Sub(start)
+	lastStart, firstEnd := results[0].Start, results[0].End
+	for _, r := range results {
+		lastStart, firstEnd = maxTime(lastStart, r.Start), minTime(firstEnd, r.End)
+	}
+	if !lastStart.Before(firstEnd) {
+		t.Errorf("the workers did not run at the same time: the last started %v after the first ended",
+			lastStart.Sub(firstEnd))
+	}
+	// log: exactly Rate. gcra: Rate, plus one per emission interval that
+	// passed during the test (none here: the interval is 12 s).
+	lo, hi := l.Rate, l.Rate
+	if l.Algorithm == sluice.GCRA {
+		hi += int64(span/(l.Window/time.Duration(l.Rate))) + 1
+	}
+	t.Logf("%d processes × %d goroutines × %d checks over %v: %d allowed, %d denied (limit %d)",
+		processes, goroutines, attempts, span.Round(time.Millisecond), allowed, denied, l.Rate)
+	if total := allowed + denied; total != processes*goroutines*attempts {
+		t.Errorf("%d decisions, want %d", total, processes*goroutines*attempts)
+	}
+	if allowed < lo || allowed > hi {
+		t.Errorf("%d admitted in total, want %d..%d", allowed, lo, hi)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
