@@ -261,7 +261,7 @@ func (b *bench) stopAll() {
 }
 
 func (b *bench) report(w io.Writer, pairs []pair, load0, load1 string) {
-	fmt.Fprintf(w, "Machine: %s, %d CPUs, %s/%s, %s. Load average (1, 5, 15 min) before: %s; after: %s.\n\n",
+	fmt.Fprintf(w, "Machine: %s, %d CPUs, %s/%s, %s. Load average (1, 5, 15 min) before: %s; after: %s (after includes the benchmark's own processes).\n\n",
 		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), load0, load1)
 	fmt.Fprintf(w, "%d rounds of %v per target, %d keep-alive connections, %d keys; medians (min–max).\n\n",
 		b.rounds, b.duration, b.concurrency, b.keys)

@@ -69,7 +69,14 @@ func serveRole(ctx context.Context, role, addr, upstream string) error {
 			return fmt.Errorf("-upstream %q: want a URL such as http://127.0.0.1:9000", upstream)
 		}
 		rp := httputil.NewSingleHostReverseProxy(u)
-		rp.Transport = &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
+		// The same idle-connection limits as sluice's own upstream
+		// transport: the default (2 per host) would make the baseline
+		// open a connection for most requests.
+		rp.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}
+		// Requests cut short at the end of a run are not worth a log line.
+		rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			w.WriteHeader(http.StatusBadGateway)
+		}
 		h = rp
 	default:
 		return fmt.Errorf("unknown -role %q", role)
