@@ -27,8 +27,9 @@ const minKeysPerShard = 256
 
 // Options configure a Store. The zero value means defaults.
 type Options struct {
-	// Now reads the clock. It must be safe for concurrent use. Default
-	// time.Now.
+	// Now reads the clock. It must be safe for concurrent use. Default: the
+	// system clock, read with time.Now at most once a second and advanced
+	// by Go's monotonic clock in between (see "Time" in the package doc).
 	Now func() time.Time
 	// MaxKeys bounds the number of (zone, key, limit) states held at once;
 	// see the package doc for what happens at the bound. Must be >= 0.
@@ -47,7 +48,8 @@ type Options struct {
 // Store is the in-memory sluice.Limiter. It is safe for concurrent use and
 // starts no goroutine: there is nothing to close.
 type Store struct {
-	now        func() time.Time
+	now        func() time.Time       // nil: the anchored system clock
+	anchor     atomic.Pointer[anchor] // when now is nil
 	maxLogRate int64
 	seed       maphash.Seed
 	shards     []shard
@@ -71,7 +73,7 @@ func New(opts Options) (*Store, error) {
 	}
 	s := &Store{now: opts.Now, maxLogRate: opts.MaxLogRate, seed: maphash.MakeSeed()}
 	if s.now == nil {
-		s.now = time.Now
+		s.anchor.Store(newAnchor())
 	}
 	if s.maxLogRate == 0 {
 		s.maxLogRate = sluice.DefaultMaxLogRate
@@ -109,7 +111,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := c.Validate(s.maxLogRate); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
-	now := s.now().UnixMicro()
+	now := s.micros()
 	var b batch
 	n := b.prepare(s, c)
 	b.lock(s, now)
@@ -136,6 +138,38 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	return nil
 }
 
+// micros reads the clock in µs since the epoch.
+func (s *Store) micros() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	a := s.anchor.Load()
+	since := time.Since(a.wall)
+	if since >= anchorTTL {
+		a = newAnchor()
+		s.anchor.Store(a)
+		since = 0
+	}
+	return a.micros + int64(since/time.Microsecond)
+}
+
+// anchorTTL is how long the default clock trusts the monotonic clock
+// before reading the system clock again.
+const anchorTTL = time.Second
+
+// anchor is a reading of the system clock. Between readings the store
+// advances it with the monotonic clock, which costs one clock read where
+// time.Now costs two.
+type anchor struct {
+	wall   time.Time // with its monotonic reading
+	micros int64     // wall in µs since the epoch
+}
+
+func newAnchor() *anchor {
+	now := time.Now()
+	return &anchor{wall: now, micros: now.UnixMicro()}
+}
+
 // Reset implements sluice.Limiter: it forgets the state of every hit of c.
 // c.Cost is ignored.
 func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
@@ -148,7 +182,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	}
 	var b batch
 	n := b.prepare(s, c)
-	b.lock(s, s.now().UnixMicro())
+	b.lock(s, s.micros())
 	for i := range n {
 		sh := &s.shards[b.shard[i]]
 		k := b.key(i)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -227,4 +228,32 @@ func TestMemoryPerKey(t *testing.T) {
 			runtime.KeepAlive(s)
 		})
 	}
+}
+
+// TestDefaultClock: without Options.Now the store follows the system
+// clock, re-reading it once the anchor is a second old.
+func TestDefaultClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, Options{})
+		for range 3 {
+			if got, want := s.micros(), time.Now().UnixMicro(); got != want {
+				t.Fatalf("micros() = %d, want %d", got, want)
+			}
+			first := s.anchor.Load()
+			time.Sleep(700 * time.Millisecond)
+			if got, want := s.micros(), time.Now().UnixMicro(); got != want {
+				t.Fatalf("after 700ms: micros() = %d, want %d", got, want)
+			}
+			if s.anchor.Load() != first {
+				t.Fatalf("re-anchored before a second")
+			}
+			time.Sleep(700 * time.Millisecond)
+			if got, want := s.micros(), time.Now().UnixMicro(); got != want {
+				t.Fatalf("after 1.4s: micros() = %d, want %d", got, want)
+			}
+			if s.anchor.Load() == first {
+				t.Fatalf("not re-anchored after 1.4s")
+			}
+		}
+	})
 }
