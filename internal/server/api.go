@@ -182,7 +182,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	b.d.Reset(len(b.c.Hits))
 	err = z.limiter.Check(r.Context(), b.c, &b.d)
-	s.metrics.observe([]string{z.cfg.Name}, &b.d, err)
+	s.metrics.observe(z.self, &b.d, err)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

@@ -34,7 +34,7 @@ const DefaultAuthDenyStatus = http.StatusForbidden
 // Host), and its other headers, which nginx forwards.
 func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
-	zones, names, group, denyStatus, err := st.authParams(r.URL.Query())
+	zones, group, denyStatus, err := st.authParams(r.URL.Query())
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -50,7 +50,7 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	b := s.getCheckBuf()
 	defer s.putCheckBuf(b)
-	if err := s.decide(orig, zones, names, group, s.backend.limiter(policies...), b); err != nil {
+	if err := s.decide(orig, zones, group, s.backend.limiter(policies...), b); err != nil {
 		s.writeUndecided(w, r, err, http.StatusUnauthorized)
 		return
 	}
@@ -63,12 +63,12 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 }
 
 // authParams reads the zones and the deny status of an auth request.
-func (st *state) authParams(q url.Values) (zones []*zone, names []string, group string, denyStatus int, err error) {
+func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStatus int, err error) {
 	denyStatus = DefaultAuthDenyStatus
 	if v := q.Get("deny_status"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 400 || n > 499 {
-			return nil, nil, "", 0, badRequest("deny_status %q is not a 4xx status", truncate(v, 16))
+			return nil, "", 0, badRequest("deny_status %q is not a 4xx status", truncate(v, 16))
 		}
 		denyStatus = n
 	}
@@ -76,21 +76,21 @@ func (st *state) authParams(q url.Values) (zones []*zone, names []string, group 
 		for name := range strings.SplitSeq(v, ",") {
 			z := st.zones[name]
 			if z == nil {
-				return nil, nil, "", 0, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(name, 64), st.zoneList())}
+				return nil, "", 0, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(name, 64), st.zoneList())}
 			}
 			if z.cfg.Group != "" && group != "" && z.cfg.Group != group {
-				return nil, nil, "", 0, badRequest("zones of one check must share their group: %q has %q, another has %q", name, z.cfg.Group, group)
+				return nil, "", 0, badRequest("zones of one check must share their group: %q has %q, another has %q", name, z.cfg.Group, group)
 			}
 			if z.cfg.Group != "" {
 				group = z.cfg.Group
 			}
-			zones, names = append(zones, z), append(names, name)
+			zones = append(zones, z)
 		}
 	}
 	if len(zones) == 0 {
-		return nil, nil, "", 0, badRequest("missing ?zone=NAME")
+		return nil, "", 0, badRequest("missing ?zone=NAME")
 	}
-	return zones, names, group, denyStatus, nil
+	return zones, group, denyStatus, nil
 }
 
 // originalRequest rebuilds the request nginx is asking about, for the

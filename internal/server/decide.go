@@ -13,7 +13,7 @@ import (
 // every zone, each zone keyed by its own key function. The outcome is in
 // b.d. An error wrapping httplimit.ErrNoKey means the request carries no
 // key for some zone.
-func (s *Server) decide(r *http.Request, zones []*zone, names []string, group string, limiter sluice.Limiter, b *checkBuf) error {
+func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sluice.Limiter, b *checkBuf) error {
 	for _, z := range zones {
 		key, err := z.key(r)
 		if err != nil {
@@ -24,7 +24,7 @@ func (s *Server) decide(r *http.Request, zones []*zone, names []string, group st
 	b.c.Cost, b.c.Group = 1, group
 	b.d.Reset(len(b.c.Hits))
 	err := limiter.Check(r.Context(), b.c, &b.d)
-	s.metrics.observe(names, &b.d, err)
+	s.metrics.observe(zones, &b.d, err)
 	return err
 }
 

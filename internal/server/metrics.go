@@ -52,21 +52,38 @@ func newMetrics() *metrics {
 	return m
 }
 
-// observe counts one decision (or error) of a check over zones.
-func (m *metrics) observe(zones []string, d *sluice.Decision, err error) {
-	result := "allowed"
+// The results of sluice_checks_total, indexed by checkResult.
+var checkResults = [...]string{"allowed", "denied", "shadow_denied", "error"}
+
+func checkResult(d *sluice.Decision, err error) int {
 	switch {
 	case err != nil:
-		result = "error"
+		return 3
 	case !d.Allowed:
-		result = "denied"
+		return 1
 	case d.Shadowed:
-		result = "shadow_denied"
+		return 2
 	}
+	return 0
+}
+
+// zoneCounters returns the zone's sluice_checks_total series, one per
+// result, so the hot path does not look labels up.
+func (m *metrics) zoneCounters(zone string) [len(checkResults)]prometheus.Counter {
+	var cs [len(checkResults)]prometheus.Counter
+	for i, r := range checkResults {
+		cs[i] = m.checks.WithLabelValues(zone, r)
+	}
+	return cs
+}
+
+// observe counts one decision (or error) of a check over zones.
+func (m *metrics) observe(zones []*zone, d *sluice.Decision, err error) {
+	result := checkResult(d, err)
 	for _, z := range zones {
-		m.checks.WithLabelValues(z, result).Inc()
+		z.counters[result].Inc()
 		if err == nil && d.Source.Degraded() {
-			m.degraded.WithLabelValues(z, d.Source.String()).Inc()
+			m.degraded.WithLabelValues(z.cfg.Name, d.Source.String()).Inc()
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (s *Server) proxyHandler() http.Handler {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, st *state, rl *rule) bool {
 	b := s.getCheckBuf()
 	defer s.putCheckBuf(b)
-	if err := s.decide(r, rl.zones, rl.names, rl.group, rl.limiter, b); err != nil {
+	if err := s.decide(r, rl.zones, rl.group, rl.limiter, b); err != nil {
 		s.writeUndecided(w, r, err, http.StatusBadRequest)
 		return false
 	}

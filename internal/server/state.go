@@ -5,6 +5,8 @@ import (
 	"net/http/httputil"
 	"net/netip"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
@@ -24,9 +26,12 @@ type state struct {
 
 // zone is a configured zone ready to check.
 type zone struct {
-	cfg     *config.Zone
-	key     httplimit.KeyFunc
-	limiter sluice.Limiter
+	cfg      *config.Zone
+	key      httplimit.KeyFunc
+	limiter  sluice.Limiter
+	counters [len(checkResults)]prometheus.Counter
+	// self is a slice of this zone alone, for metrics.observe.
+	self []*zone
 }
 
 // hits appends the zone's hits for key to dst: one per limit.
@@ -41,7 +46,6 @@ func (z *zone) hits(dst []sluice.Hit, key string) []sluice.Hit {
 type rule struct {
 	cfg     *config.Rule
 	zones   []*zone
-	names   []string
 	group   string
 	limiter sluice.Limiter
 	proxy   *httputil.ReverseProxy
@@ -55,7 +59,9 @@ func (s *Server) compile(cfg *config.Config) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zone %q: %w", z.Name, err)
 		}
-		st.zones[z.Name] = &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure)}
+		cz := &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure), counters: s.metrics.zoneCounters(z.Name)}
+		cz.self = []*zone{cz}
+		st.zones[z.Name] = cz
 	}
 	for i := range cfg.Proxy.Rules {
 		st.rules = append(st.rules, s.compileRule(st, &cfg.Proxy.Rules[i]))
@@ -72,7 +78,6 @@ func (s *Server) compileRule(st *state, r *config.Rule) *rule {
 	for _, name := range r.Zones {
 		z := st.zones[name]
 		cr.zones = append(cr.zones, z)
-		cr.names = append(cr.names, name)
 		policies = append(policies, z.cfg.Failure)
 		if z.cfg.Group != "" {
 			cr.group = z.cfg.Group
