@@ -74,9 +74,7 @@ func (b *batch) lock(s *Store, now int64) {
 	for _, i := range b.order[:b.nlocked] {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		if n := sh.tick(now); n > 0 {
-			s.expired.Add(uint64(n))
-		}
+		s.tick(sh, now)
 	}
 }
 
@@ -105,19 +103,7 @@ func (b *batch) load(s *Store) {
 // the states that were new. Shards must be locked.
 func (b *batch) store(s *Store, now int64) {
 	for i := range b.n {
-		e := b.entries[i]
-		e.expires = max(e.expires, now+b.out[i].ResetAfter)
-		if b.stored[i] {
-			continue
-		}
-		e.setID(b.key(i))
-		evicted, expired := s.shards[b.shard[i]].insert(b.hashes[i], e, now)
-		if evicted {
-			s.evictions.Add(1)
-		}
-		if expired > 0 {
-			s.expired.Add(uint64(expired))
-		}
+		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i), now+b.out[i].ResetAfter, now)
 	}
 }
 

@@ -112,6 +112,10 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return fmt.Errorf("memstore: check: %w", err)
 	}
 	now := s.micros()
+	if len(c.Hits) == 1 {
+		s.checkOne(c, d, now)
+		return nil
+	}
 	var b batch
 	n := b.prepare(s, c)
 	b.lock(s, now)
@@ -121,21 +125,76 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		b.store(s, now)
 	}
 	b.unlock(s)
+	fill(d, allowed, denier, shadowed, b.hits[:n], b.out[:n])
+	return nil
+}
 
-	d.Reset(n)
+// checkOne is Check for the common single-hit case: the same steps as a
+// batch's, without a batch's MaxHits-sized arrays to zero and its shard
+// ordering.
+func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
+	h := c.Hits[0]
+	l := h.Limit
+	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+	k := stateKey{zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}
+	kh := s.keyHash(h.Zone, h.Key)
+	sh, hash := &s.shards[kh&s.mask], stateHash(kh, k)
+	sh.mu.Lock()
+	s.tick(sh, now)
+	e := sh.find(hash, &k)
+	stored := e != nil
+	if !stored {
+		e = newEntry(k.algorithm)
+	}
+	hits := [1]algo.Hit{{State: e.state, Params: p, Shadow: c.Shadow || l.Shadow}}
+	var out [1]algo.Outcome
+	allowed, denier, shadowed := algo.Decide(hits[:], out[:], now, c.Cost)
+	if allowed && c.Cost > 0 {
+		s.record(sh, hash, e, stored, k, now+out[0].ResetAfter, now)
+	}
+	sh.mu.Unlock()
+	fill(d, allowed, denier, shadowed, hits[:], out[:])
+}
+
+// tick lets a locked shard sweep a little; see shard.tick.
+func (s *Store) tick(sh *shard, now int64) {
+	if n := sh.tick(now); n > 0 {
+		s.expired.Add(uint64(n))
+	}
+}
+
+// record moves e's reset deadline after an allowed check and inserts e
+// under k if it was not stored yet. sh must be locked.
+func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k stateKey, deadline, now int64) {
+	e.expires = max(e.expires, deadline)
+	if stored {
+		return
+	}
+	e.setID(k)
+	evicted, expired := sh.insert(hash, e, now)
+	if evicted {
+		s.evictions.Add(1)
+	}
+	if expired > 0 {
+		s.expired.Add(uint64(expired))
+	}
+}
+
+// fill writes a decision from the hits and outcomes of algo.Decide.
+func fill(d *sluice.Decision, allowed bool, denier int, shadowed bool, hits []algo.Hit, out []algo.Outcome) {
+	d.Reset(len(hits))
 	d.Allowed, d.Denier, d.Shadowed, d.Source = allowed, denier, shadowed, sluice.FromStore
-	for i := range n {
-		o := &b.out[i]
+	for i := range hits {
+		o := &out[i]
 		d.Hits[i] = sluice.HitResult{
 			Allowed:    o.Allowed,
-			Shadow:     b.hits[i].Shadow,
+			Shadow:     hits[i].Shadow,
 			Used:       o.Used,
-			Remaining:  algo.Remaining(b.hits[i].Params.Rate, o.Used),
+			Remaining:  algo.Remaining(hits[i].Params.Rate, o.Used),
 			RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
 			ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
 		}
 	}
-	return nil
 }
 
 // micros reads the clock in µs since the epoch.
