@@ -21,10 +21,24 @@ const (
 	abandoned
 )
 
-// A call is one store call, run on its own goroutine so that the Guard can
-// return at the deadline even if the store does not: a Redis client may
-// block past its context while it reconnects to a server that accepts
-// connections and never answers. The call works on its own copies of the
+// storeCall runs one Check (or Reset) on the store under ctx. While the
+// store is healthy it is called on the caller's goroutine, which costs
+// nothing. Once a call has failed, and until one succeeds (and always for
+// the probe), each call runs detached, on its own goroutine, so that the
+// Guard returns at the deadline even if the store does not: a Redis client
+// may block past its context while it reconnects to a server that accepts
+// connections and never answers (rueidis does, for up to a second).
+func (g *Guard) storeCall(ctx context.Context, probe bool, c sluice.Check, d *sluice.Decision, reset bool) error {
+	switch {
+	case probe || g.breaker.failures.Load() > 0:
+		return g.detached(ctx, c, d, reset)
+	case reset:
+		return g.store.Reset(ctx, c)
+	}
+	return g.store.Check(ctx, c, d)
+}
+
+// A call is one detached store call. It works on its own copies of the
 // check and the decision, so one abandoned at the deadline never touches
 // the caller's. Calls are pooled; an abandoned one goes back to the pool
 // when the store finally returns.
@@ -37,10 +51,10 @@ type call struct {
 	done  chan error // buffered: run never blocks on it
 }
 
-// storeCall runs one Check (or Reset) on the store under ctx and returns
-// its error, or ctx's when ctx ends first. On success of a Check, d holds
-// the store's decision.
-func (g *Guard) storeCall(ctx context.Context, c sluice.Check, d *sluice.Decision, reset bool) error {
+// detached runs one Check (or Reset) on the store, on its own goroutine,
+// and returns its error, or ctx's when ctx ends first. On success of a
+// Check, d holds the store's decision.
+func (g *Guard) detached(ctx context.Context, c sluice.Check, d *sluice.Decision, reset bool) error {
 	if g.abandoned.Load() >= MaxAbandoned {
 		return fmt.Errorf("edge: %w: %d store calls still running past their deadline", sluice.ErrUnavailable, MaxAbandoned)
 	}

@@ -35,8 +35,17 @@
 // deciding without the store, so a fail-open policy never lets a malformed
 // check through.
 //
-// The Guard relies on the store honouring its context: it does not run the
-// call on another goroutine to abandon it. Both sluice stores do.
+// The Guard returns at the deadline even when the store does not. While the
+// store is healthy it is called on the caller's goroutine, which costs
+// nothing; once a call has failed, and until one succeeds (and always for
+// the breaker's probe), each call runs on its own goroutine with copies of
+// the check and the decision, and the Guard stops waiting for it at the
+// deadline. This matters: rueidis, the Redis client, blocks for up to a
+// second past its context while it reconnects to a server that accepts
+// connections and never answers. A call given up on finishes in the
+// background and touches nothing of the caller's; at most MaxAbandoned
+// (1024) may be pending per Guard, past which the store is not called
+// (GuardStats.Abandoned counts them).
 //
 // Reset is not decided by a policy: while the store is failing it returns
 // an error wrapping sluice.ErrUnavailable. Under PolicyLocal it resets the

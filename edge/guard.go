@@ -191,7 +191,7 @@ func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return g.degrade(ctx, c, d, errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.storeCall(sctx, c, d, false)
+	err := g.storeCall(sctx, probe, c, d, false)
 	cancel()
 	if outage, err := g.report(ctx, probe, err); !outage {
 		return err
@@ -215,7 +215,7 @@ func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
 		return fmt.Errorf("edge: reset: %w", errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.storeCall(sctx, c, nil, true)
+	err := g.storeCall(sctx, probe, c, nil, true)
 	cancel()
 	if _, err = g.report(ctx, probe, err); err != nil {
 		return fmt.Errorf("edge: reset: %w", err)

@@ -3,9 +3,11 @@ package edge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -280,14 +282,19 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
-// barrier is a test double of a store whose calls all wait until n of them
-// are in flight, so that n store calls overlap.
+// barrier is a test double of a store that fails its first call, then
+// makes every call wait until n of them are in flight, so that n detached
+// store calls overlap.
 type barrier struct {
+	failed  atomic.Bool
 	arrived sync.WaitGroup
 	next    sluice.Limiter
 }
 
 func (b *barrier) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if b.failed.CompareAndSwap(false, true) {
+		return fmt.Errorf("barrier: %w: connection reset", sluice.ErrUnavailable)
+	}
 	b.arrived.Done()
 	b.arrived.Wait()
 	return b.next.Check(ctx, c, d)
@@ -300,6 +307,7 @@ func TestGuardConcurrentChecksShareACheck(t *testing.T) {
 	b := &barrier{next: newMemstore(t, nil)}
 	b.arrived.Add(n)
 	g := newGuard(t, b, edge.GuardOptions{Timeout: time.Minute})
+	mustCheck(t, g, check(1, tenPerMinute)) // the failure: calls are detached now
 	for _, s := range checkAll(t, g, n) {
 		if s != sluice.FromStore {
 			t.Errorf("source %v, want store", s)
@@ -327,15 +335,24 @@ func checkAll(t *testing.T, l sluice.Limiter, n int) []sluice.Source {
 	return sources
 }
 
-// stubborn is a test double of a store that ignores its context: each call
-// blocks until release is closed, as a Redis client does while it
-// reconnects to a server that accepts connections and never answers.
+// stubborn is a test double of a store that fails its first call, then
+// ignores its context: each call blocks until release is closed, as a
+// Redis client does while it reconnects to a server that accepts
+// connections and never answers.
 type stubborn struct {
+	failed  atomic.Bool
 	release chan struct{}
 	next    sluice.Limiter
 }
 
+func newStubborn(t *testing.T) *stubborn {
+	return &stubborn{release: make(chan struct{}), next: newMemstore(t, nil)}
+}
+
 func (s *stubborn) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if s.failed.CompareAndSwap(false, true) {
+		return fmt.Errorf("stubborn: %w: connection reset", sluice.ErrUnavailable)
+	}
 	<-s.release
 	return s.next.Check(context.Background(), c, d) // writes d late
 }
@@ -345,10 +362,14 @@ func (s *stubborn) Reset(ctx context.Context, c sluice.Check) error {
 	return s.next.Reset(context.Background(), c)
 }
 
+// A healthy store is called on the caller's goroutine; once a call has
+// failed, calls are detached and the Guard returns at the deadline.
+
 func TestGuardTimeoutWithAStoreIgnoringContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &stubborn{release: make(chan struct{}), next: newMemstore(t, nil)}
+		s := newStubborn(t)
 		g := newGuard(t, s, edge.GuardOptions{Timeout: 40 * time.Millisecond})
+		mustCheck(t, g, check(1, tenPerMinute)) // the failure
 		var d sluice.Decision
 		start := time.Now()
 		if err := g.Check(t.Context(), check(1, tenPerMinute), &d); err != nil {
@@ -373,13 +394,13 @@ func TestGuardTimeoutWithAStoreIgnoringContext(t *testing.T) {
 
 func TestGuardBoundsAbandonedCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &stubborn{release: make(chan struct{}), next: newMemstore(t, nil)}
+		s := newStubborn(t)
 		b, err := edge.NewBreaker(edge.BreakerOptions{Failures: 1 << 30})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g := newGuard(t, s, edge.GuardOptions{Breaker: b})
-		for range edge.MaxAbandoned {
+		for range 1 + edge.MaxAbandoned { // the failure, then calls left hanging
 			mustCheck(t, g, check(1, tenPerMinute))
 		}
 		start := time.Now()
@@ -387,8 +408,8 @@ func TestGuardBoundsAbandonedCalls(t *testing.T) {
 		if took := time.Since(start); took != 0 || d.Source != sluice.FromFailOpen {
 			t.Errorf("past MaxAbandoned: took %v, source %v; want an immediate fail-open", took, d.Source)
 		}
-		if st := g.Stats(); st.Abandoned != edge.MaxAbandoned || st.StoreErrors != edge.MaxAbandoned+1 {
-			t.Errorf("stats %+v, want %d abandoned, %d store errors", st, edge.MaxAbandoned, edge.MaxAbandoned+1)
+		if st := g.Stats(); st.Abandoned != edge.MaxAbandoned || st.StoreErrors != edge.MaxAbandoned+2 {
+			t.Errorf("stats %+v, want %d abandoned, %d store errors", st, edge.MaxAbandoned, edge.MaxAbandoned+2)
 		}
 		close(s.release)
 		synctest.Wait()
