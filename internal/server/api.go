@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,22 +86,21 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 
 // decodeRequest reads one JSON object from r's body.
 func decodeRequest(r *http.Request) (*checkRequest, error) {
-	body, err := io.ReadAll(r.Body)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var req checkRequest
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, next := dec.Token(); next != io.EOF {
+			err = errors.New("data after the object")
+		}
+	}
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
 		return nil, err
 	case err != nil:
-		return nil, badRequest("reading the body: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	var req checkRequest
-	if err := dec.Decode(&req); err != nil {
 		return nil, badRequest("invalid JSON body: %v", err)
-	}
-	if dec.More() {
-		return nil, badRequest("invalid JSON body: data after the object")
 	}
 	return &req, nil
 }
