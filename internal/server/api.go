@@ -89,13 +89,15 @@ func decodeRequest(r *http.Request) (*checkRequest, error) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	var req checkRequest
+	var mb *http.MaxBytesError
 	err := dec.Decode(&req)
 	if err == nil {
-		if _, next := dec.Token(); next != io.EOF {
+		if _, next := dec.Token(); errors.As(next, &mb) {
+			err = next
+		} else if next != io.EOF {
 			err = errors.New("data after the object")
 		}
 	}
-	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
 		return nil, err
