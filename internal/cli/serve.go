@@ -46,6 +46,9 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "serve", "[flags]")
 	f.register(env, fs)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() > 0 {

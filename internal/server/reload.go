@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -9,6 +10,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 )
+
+// ErrNoConfigFile is returned by Reload when the server was started
+// without a configuration file: there is nothing to reload, and nothing is
+// counted.
+var ErrNoConfigFile = errors.New("server: reload: no configuration file")
 
 // Reload reads Options.ConfigPath again and, if it is valid, serves it
 // from the next request on. An invalid file keeps the running
@@ -20,7 +26,8 @@ func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if s.opts.ConfigPath == "" {
-		return fmt.Errorf("server: reload: no configuration file")
+		s.log.Info("reload requested, but the server runs without a configuration file")
+		return ErrNoConfigFile
 	}
 	cfg, err := config.Load(s.opts.ConfigPath)
 	if err == nil {
