@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -41,6 +42,7 @@ func (s *Server) reverseProxy(upstream *url.URL) *httputil.ReverseProxy {
 		},
 		Transport:    s.transport,
 		ErrorHandler: s.upstreamError,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
