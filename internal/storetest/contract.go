@@ -203,3 +203,22 @@ func testSharedIdentity(t *testing.T, f Factory) {
 		}
 	}
 }
+
+// testCanceledContext: a check or reset whose context is already done
+// returns an error wrapping the context's, and changes nothing.
+func testCanceledContext(t *testing.T, f Factory) {
+	h := newHarness(t, f)
+	c := one("k", limit(sluice.SlidingWindow, 10, time.Minute))
+	h.check(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.lim.Check(ctx, c, &h.d); !errors.Is(err, context.Canceled) {
+		t.Errorf("Check with a canceled context: %v, want context.Canceled", err)
+	}
+	if err := h.lim.Reset(ctx, c); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reset with a canceled context: %v, want context.Canceled", err)
+	}
+	if r := h.peek(c, 0); !same(r.Used, 1) {
+		t.Errorf("after canceled calls, used %v, want 1", r.Used)
+	}
+}

@@ -30,7 +30,8 @@
 //     nothing;
 //   - the contract: cost 0 peeks, a cost above Rate is sluice.ErrInvalid,
 //     Reset forgets, a denied check records nothing on any hit, shadow hits
-//     record and never deny, hits with the same identity share state;
+//     record and never deny, hits with the same identity share state, a
+//     done context is an error and changes nothing;
 //   - RetryAfter: for every denial in seeded random traffic, the same check
 //     passes after exactly RetryAfter and fails noticeably earlier (one
 //     microsecond for log and gcra, 1% of the wait for the estimators);

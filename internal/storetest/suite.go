@@ -23,6 +23,7 @@ func Run(t *testing.T, newLimiter Factory) {
 	t.Run("SharedResource", func(t *testing.T) { testSharedResource(t, newLimiter) })
 	t.Run("Peek", func(t *testing.T) { testPeek(t, newLimiter) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalidInput(t, newLimiter) })
+	t.Run("CanceledContext", func(t *testing.T) { testCanceledContext(t, newLimiter) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, newLimiter) })
 	t.Run("DeniedRecordsNothing", func(t *testing.T) { testDeniedRecordsNothing(t, newLimiter) })
 	t.Run("Shadow", func(t *testing.T) { testShadow(t, newLimiter) })
