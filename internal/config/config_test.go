@@ -191,6 +191,16 @@ func TestKeyFirstOf(t *testing.T) {
 	}
 }
 
+func TestZoneTrustsNoProxy(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("trusted_proxies: [10.0.0.0/8]\nzones:\n  - name: a\n    limits: 1r/s\n    key: {from: client-address, trusted_proxies: []}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp := c.Zones[0].Key.TrustedProxies; tp == nil || len(tp) != 0 {
+		t.Errorf("zone trusted_proxies: got %#v, want an empty, non-nil list", tp)
+	}
+}
+
 func TestAliasesExpand(t *testing.T) {
 	c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: &l [5r/s]\n  - name: b\n    limits: *l\n"))
 	if err != nil {

@@ -167,8 +167,10 @@ func (w *walker) listener(n *yaml.Node, path string, l *Listener) {
 	})
 }
 
+// prefixes reads a list of CIDRs; an explicit empty list is an empty,
+// non-nil slice, so a zone can trust no proxy whatever the global list.
 func (w *walker) prefixes(n *yaml.Node, path string) []netip.Prefix {
-	var out []netip.Prefix
+	out := []netip.Prefix{}
 	for i, s := range w.strings(n, path) {
 		p, err := ParsePrefix(s)
 		if err != nil {
