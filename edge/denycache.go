@@ -23,10 +23,12 @@ const maxDenyCacheShards = 32
 
 // DenyCacheOptions configure a DenyCache. The zero value means defaults.
 type DenyCacheOptions struct {
-	// MaxEntries bounds the number of denials held; past it the least
-	// recently used is forgotten. Each entry holds a copy of its check and
-	// decision: about 300 bytes plus the keys for a one-hit check. Must be
-	// >= 0; zero means DefaultDenyCacheEntries (10,000).
+	// MaxEntries bounds the number of denials held. The bound is split
+	// evenly between the shards, each forgetting its least recently used
+	// entry when full, so a full cache holds a little fewer. Each entry
+	// holds a copy of its check and decision, about 350 bytes for a one-hit
+	// check (measured), and keeps its key strings alive. Must be >= 0; zero
+	// means DefaultDenyCacheEntries (10,000).
 	MaxEntries int
 	// MaxAge is the longest a denial is repeated, however long its
 	// RetryAfter: it bounds how long a Reset made through another process
