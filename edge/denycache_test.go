@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -346,4 +347,32 @@ func TestDenyCacheHitDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per cached denial, want 0", allocs)
 	}
+}
+
+// TestDenyCacheMemoryPerEntry measures the heap an entry takes for a
+// one-hit check (the figure in DenyCacheOptions.MaxEntries' doc and in
+// docs/failure.md) and fails if it grows past a loose bound.
+func TestDenyCacheMemoryPerEntry(t *testing.T) {
+	clk := newClock()
+	dc := newDenyCache(t, newMemstore(t, clk.Now), edge.DenyCacheOptions{Now: clk.Now, MaxEntries: 10_000})
+	checks := make([]sluice.Check, 10_000)
+	for i := range checks {
+		checks[i] = check(1, hit(fmt.Sprintf("user-%08d", i), "1r/h", sluice.SlidingWindow))
+		mustCheck(t, dc, checks[i]) // allowed: the store's state, not the cache's
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, c := range checks {
+		mustCheck(t, dc, c) // denied: stored
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	n := dc.Stats().Entries
+	perEntry := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+	t.Logf("%d entries held after %d denials, %.0f bytes each", n, len(checks), perEntry)
+	if perEntry > 1000 {
+		t.Errorf("%.0f bytes per entry, want well under 1000", perEntry)
+	}
+	runtime.KeepAlive(checks)
 }
