@@ -89,9 +89,12 @@
 // follows a step of the system clock within a second. Right after a
 // machine resumes from suspend (when the monotonic clock stood still) it may
 // lag for up to a second. A clock that steps backwards, this one or an
-// Options.Now, is tolerated: states are never rewound (see internal/algo
-// for how each algorithm records at an instant older than its state), and
-// a deadline only moves later.
+// Options.Now, breaks nothing and a state's deadline only moves later, but
+// what a check at an instant older than the state sees is each algorithm's
+// own (internal/algo): log, decay and gcra keep counting everything
+// recorded; buckets keep it but do not count buckets newer than now until
+// the clock catches up; sliding-window, stepped back into an earlier
+// window, starts that window afresh and forgets what the later one held.
 //
 // # Validation
 //
