@@ -28,10 +28,13 @@
 //
 // Under open and closed the decision has no hit results (Hits is empty and
 // Denier is -1): nothing is known about the hits. Under local, Hits are the
-// fallback's. Every other error is returned unchanged and is not a store
-// failure: bad input (sluice.ErrInvalid) is the caller's, and a caller whose
-// own context ended gave up before the store did. Bad input is an error even
-// when the store is not called: the Guard validates the check itself before
+// fallback's. A deadline is a deadline, the timeout's or the caller's own if
+// it comes first: the store did not answer in the time it had, and the
+// caller still gets a decision. Every other error is returned unchanged and
+// is not a store failure: bad input (sluice.ErrInvalid) is the caller's, a
+// caller that canceled its context went away, and a context already done
+// before the call never reaches the store. Bad input is an error even when
+// the store is not called: the Guard validates the check itself before
 // deciding without the store, so a fail-open policy never lets a malformed
 // check through.
 //
@@ -61,7 +64,7 @@
 // fails doubles the back-off, up to BreakerOptions.MaxBackoff (5 s). Each
 // back-off is shortened by a random jitter of up to a quarter, so a fleet
 // that lost the same Redis does not probe it in step. A probe that ends in
-// neither way (bad input, the caller's context) lets the next check probe at
+// neither way (bad input, the caller canceling) lets the next check probe at
 // once. Any answer from the store closes the breaker, probe or not.
 //
 // The failure policy is per zone; the store is not. So the Breaker is its

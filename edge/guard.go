@@ -28,8 +28,9 @@ type GuardOptions struct {
 	// Policy decides checks the store cannot. Default PolicyOpen.
 	Policy Policy
 	// Timeout bounds every store call: the call gets a context that ends
-	// after Timeout (or earlier, with the caller's). A call that has not
-	// answered by then counts as a store failure. Must be >= 0; zero means
+	// after Timeout, or earlier with the caller's. A call that has not
+	// answered by then counts as a store failure, so callers should not
+	// pass deadlines much shorter than Timeout. Must be >= 0; zero means
 	// DefaultTimeout (50ms).
 	Timeout time.Duration
 	// Breaker is the breaker of the store. Guards in front of the same
@@ -180,11 +181,15 @@ func (g *Guard) Stats() GuardStats {
 }
 
 // Check implements sluice.Limiter. It asks the store unless the breaker is
-// open. When the store fails (sluice.ErrUnavailable, or no answer within the
-// timeout), the check is decided by the policy and Check returns nil with a
-// degraded d.Source. Any other error (bad input, the caller's context
-// ending) is returned as is: it is not an outage.
+// open. When the store fails (sluice.ErrUnavailable, or no answer before the
+// deadline: the timeout's or the caller's, whichever comes first), the check
+// is decided by the policy and Check returns nil with a degraded d.Source.
+// Any other error (bad input, the caller's context canceled, or done before
+// the call) is returned as is: it is not an outage.
 func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("edge: check: %w", err)
+	}
 	ok, probe := g.breaker.allow()
 	if !ok {
 		g.skipped.Add(1)
@@ -204,6 +209,9 @@ func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 // fails, it returns an error that wraps sluice.ErrUnavailable: a reset
 // cannot be decided by a policy.
 func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("edge: reset: %w", err)
+	}
 	if g.fallback != nil && g.policy == PolicyLocal {
 		if err := g.fallback.Reset(ctx, c); err != nil {
 			return fmt.Errorf("edge: reset: fallback: %w", err)
@@ -236,15 +244,18 @@ func (g *Guard) withTimeout(ctx context.Context) (context.Context, context.Cance
 // report tells the breaker how a store call went. It returns whether the
 // call failed because of the store (an outage) and the call's error, made to
 // wrap sluice.ErrUnavailable on an outage (so a timeout reads as one too).
-// Only ErrUnavailable and the guard's own timeout are store failures; when
-// the caller's context has ended, the store is not to blame.
+// Only ErrUnavailable and a deadline are store failures: the store did not
+// answer in the time it had, whether the deadline was the guard's timeout or
+// the caller's own, sooner one. A caller that canceled went away; the store
+// is not to blame.
 func (g *Guard) report(ctx context.Context, probe bool, err error) (outage bool, _ error) {
 	if err == nil {
 		g.breaker.success()
 		return false, nil
 	}
 	timeout := errors.Is(err, context.DeadlineExceeded)
-	if ctx.Err() != nil || !(timeout || errors.Is(err, sluice.ErrUnavailable)) {
+	canceled := errors.Is(ctx.Err(), context.Canceled)
+	if canceled || !(timeout || errors.Is(err, sluice.ErrUnavailable)) {
 		g.breaker.release(probe)
 		return false, err
 	}

@@ -144,20 +144,48 @@ func TestGuardTimeout(t *testing.T) {
 	})
 }
 
-func TestGuardCallerContextIsNotAnOutage(t *testing.T) {
+func TestGuardCallerDeadlineIsAStoreFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		f.set(hang)
+		g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyClosed})
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		var d sluice.Decision
+		if err := g.Check(ctx, check(1, tenPerMinute), &d); err != nil {
+			t.Fatalf("Check with the caller's deadline passing in the store: %v, want a decision", err)
+		}
+		if took := time.Since(start); took != 10*time.Millisecond || d.Source != sluice.FromFailClosed {
+			t.Errorf("took %v, source %v; want the caller's 10ms, fail-closed", took, d.Source)
+		}
+		if s := g.Stats(); s.StoreErrors != 1 || s.Timeouts != 1 {
+			t.Errorf("stats %+v, want 1 timeout", s)
+		}
+		// A context already done never reaches the store.
+		calls := f.calls.Load()
+		if err := g.Check(ctx, check(1, tenPerMinute), &d); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Check with a done context = %v, want DeadlineExceeded", err)
+		}
+		if f.calls.Load() != calls || g.Stats().StoreErrors != 1 {
+			t.Errorf("a done context reached the store or counted against it")
+		}
+	})
+}
+
+func TestGuardCallerCancelIsNotAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		f.set(hang)
 		g := newGuard(t, f, edge.GuardOptions{})
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
-		defer cancel()
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(10*time.Millisecond, cancel)
 		var d sluice.Decision
-		err := g.Check(ctx, check(1, tenPerMinute), &d)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("Check with the caller's deadline past = %v, want DeadlineExceeded", err)
+		if err := g.Check(ctx, check(1, tenPerMinute), &d); !errors.Is(err, context.Canceled) {
+			t.Errorf("Check canceled by the caller = %v, want Canceled", err)
 		}
 		if s := g.Stats(); s.StoreErrors != 0 || s.Degraded() != 0 {
-			t.Errorf("stats %+v: the caller's deadline counted against the store", s)
+			t.Errorf("stats %+v: the caller's cancel counted against the store", s)
 		}
 	})
 }
