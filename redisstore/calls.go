@@ -76,33 +76,32 @@ func hitArgs(h sluice.Hit, shadow bool) []string {
 	}
 }
 
-// runChecks runs check.lua for every call, concurrently when there are
-// several, and decodes the replies. replies[i] is valid when errs is nil or
-// when the call succeeded (ok[i]); the first error is returned.
+// runChecks decides every call and decodes the replies: a single call
+// through checkOne (coalesced with other checks when batching is on),
+// several (a check across Cluster slots) with one check.lua call each,
+// concurrently. A failed call's reply is the zero value (not allowed, so
+// never refunded); the errors are joined.
 func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, error) {
 	replies := make([]checkReply, len(calls))
-	errs := make([]error, len(calls))
-	one := func(i int) {
-		raw, err := run(ctx, s.sc, s.scripts.check, calls[i].keys, calls[i].args)
-		if err == nil {
-			replies[i], err = decodeCheck(raw, len(calls[i].hits))
-		}
-		errs[i] = err
-	}
 	if len(calls) == 1 {
-		one(0)
-		return replies, errs[0]
+		var err error
+		replies[0], err = s.checkOne(ctx, calls[0])
+		return replies, err
 	}
+	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	for i := range calls {
-		wg.Go(func() { one(i) })
+		wg.Go(func() {
+			raw, err := run(ctx, s.sc, s.scripts.check, calls[i].keys, calls[i].args)
+			if err == nil {
+				replies[i], err = decodeCheck(raw, len(calls[i].hits))
+			}
+			if errs[i] = err; err != nil {
+				replies[i] = checkReply{} // not recorded
+			}
+		})
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			replies[i] = checkReply{} // not recorded
-		}
-	}
 	return replies, errors.Join(errs...)
 }
 

@@ -17,6 +17,8 @@ const (
 	DefaultPrefix = "sluice:"
 	// DefaultTimeout bounds each call to Redis.
 	DefaultTimeout = 50 * time.Millisecond
+	// DefaultMaxBatch is the default Options.MaxBatch.
+	DefaultMaxBatch = 64
 	// DefaultClockPadding is added to every TTL when Options.Now is set.
 	DefaultClockPadding = 10 * time.Second
 )
@@ -67,6 +69,14 @@ type Options struct {
 	// would otherwise let a key expire before its state is empty. Default:
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
+	// MaxBatch is the most checks one script call decides. Checks that
+	// arrive while earlier calls are under way are coalesced into one call
+	// of batch.lua, which decides them one after the other, each atomically
+	// and all or nothing, as if they had been sent one by one (in a
+	// Cluster, one call per hash slot; a check across slots is never
+	// batched). There is no timer: a check that finds no call under way is
+	// sent at once. 1 sends one call per check. Default: DefaultMaxBatch.
+	MaxBatch int
 	// Logger receives the failures the Store cannot return, such as a
 	// refund that could not be made. Default: nil, which discards them.
 	Logger *slog.Logger
@@ -105,6 +115,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ClockPadding < 0 {
 		return o, fmt.Errorf("%w: ClockPadding must be >= 0, got %v", sluice.ErrInvalid, o.ClockPadding)
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatch < 1 {
+		return o, fmt.Errorf("%w: MaxBatch must be >= 1, got %d", sluice.ErrInvalid, o.MaxBatch)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

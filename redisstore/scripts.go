@@ -13,7 +13,7 @@ var scriptFiles embed.FS
 
 // algorithmFiles are concatenated, in this order, before each entry
 // script that needs the algorithms.
-var algorithmFiles = []string{"common.lua", "window.lua", "buckets.lua", "log.lua", "decay.lua", "gcra.lua"}
+var algorithmFiles = []string{"common.lua", "window.lua", "buckets.lua", "log.lua", "decay.lua", "gcra.lua", "decide.lua"}
 
 // script is one Lua script with its SHA-1 digest, as EVALSHA names it.
 type script struct {
@@ -47,12 +47,13 @@ func mustRead(name string) string {
 // scripts holds the store's scripts; built once per Store (no package-level
 // state).
 type scripts struct {
-	check, refund, reset script
+	check, batch, refund, reset script
 }
 
 func loadScripts() scripts {
 	return scripts{
 		check:  newScript("check.lua", true),
+		batch:  newScript("batch.lua", true),
 		refund: newScript("refund.lua", true),
 		reset:  newScript("reset.lua", false),
 	}

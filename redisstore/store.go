@@ -30,6 +30,7 @@ type Store struct {
 	scripts    scripts
 	idPrefix   string
 	seq        atomic.Uint64
+	batcher    *coalescer // nil when Options.MaxBatch is 1
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -48,6 +49,9 @@ func New(opts Options) (*Store, error) {
 		timeout: o.Timeout, maxLogRate: o.MaxLogRate, log: o.Logger,
 		padding: strconv.FormatInt(o.ClockPadding.Milliseconds(), 10),
 		scripts: loadScripts(), idPrefix: randomID(),
+	}
+	if o.MaxBatch > 1 {
+		s.batcher = &coalescer{s: s, maxBatch: o.MaxBatch}
 	}
 	client := o.Client
 	if o.URL != "" {

@@ -1,0 +1,156 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// maxInFlight is the most batch calls a Store has under way at once.
+// While they are, new checks queue up and the next free call takes them
+// together: batches grow with the load and cost no waiting when it is
+// light (no timer).
+const maxInFlight = 4
+
+// pending is one check waiting for a batch call. done receives exactly one
+// value; it is buffered so that a worker never blocks on a caller that gave
+// up.
+type pending struct {
+	call call
+	done chan batchResult
+}
+
+type batchResult struct {
+	reply checkReply
+	err   error
+}
+
+// coalescer queues single-call checks and decides them in batch calls
+// (batch.lua), at most maxBatch checks per call and, in a Cluster, one call
+// per hash slot. It starts a worker goroutine per busy lane only while
+// there is work: an idle Store runs no goroutine.
+type coalescer struct {
+	s        *Store
+	maxBatch int
+
+	mu      sync.Mutex
+	queue   []*pending
+	workers int
+}
+
+// do queues cl and waits for its reply, or for ctx.
+func (q *coalescer) do(ctx context.Context, cl call) (checkReply, error) {
+	p := &pending{call: cl, done: make(chan batchResult, 1)}
+	q.mu.Lock()
+	q.queue = append(q.queue, p)
+	start := q.workers < maxInFlight
+	if start {
+		q.workers++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.work()
+	}
+	select {
+	case r := <-p.done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		// The check may still be decided by the batch already sent, as a
+		// call that times out may still run on the server.
+		return checkReply{}, ctx.Err()
+	}
+}
+
+// work takes batches off the queue until it is empty.
+func (q *coalescer) work() {
+	for {
+		q.mu.Lock()
+		n := min(len(q.queue), q.maxBatch)
+		if n == 0 {
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		batch := make([]*pending, n)
+		copy(batch, q.queue)
+		rest := copy(q.queue, q.queue[n:])
+		clear(q.queue[rest:])
+		q.queue = q.queue[:rest]
+		q.mu.Unlock()
+		q.runBySlot(batch)
+	}
+}
+
+// runBySlot sends one batch call per hash slot (one outside a Cluster),
+// concurrently.
+func (q *coalescer) runBySlot(batch []*pending) {
+	if !q.s.cluster {
+		q.run(batch)
+		return
+	}
+	bySlot := map[uint16][]*pending{}
+	for _, p := range batch {
+		bySlot[p.call.slot] = append(bySlot[p.call.slot], p)
+	}
+	var wg sync.WaitGroup
+	for _, group := range bySlot {
+		wg.Go(func() { q.run(group) })
+	}
+	wg.Wait()
+}
+
+// run decides batch with one batch.lua call and hands each check its
+// reply.
+func (q *coalescer) run(batch []*pending) {
+	keys, args := batchArgs(batch, q.s.padding)
+	ctx, cancel := context.WithTimeout(context.Background(), q.s.timeout)
+	defer cancel()
+	raw, err := run(ctx, q.s.sc, q.s.scripts.batch, keys, args)
+	off := 0
+	for _, p := range batch {
+		var r batchResult
+		if r.err = err; err == nil {
+			r.reply, r.err = decodeBatchPart(raw, &off, len(p.call.hits))
+		}
+		p.done <- r
+	}
+}
+
+// batchArgs builds batch.lua's KEYS and ARGV from each check's check.lua
+// ARGV (now, cost, id, padding, then five per hit).
+func batchArgs(batch []*pending, padding string) (keys, args []string) {
+	args = append(args, padding, strconv.Itoa(len(batch)))
+	for _, p := range batch {
+		cl := p.call
+		keys = append(keys, cl.keys...)
+		args = append(args, cl.args[0], cl.args[1], cl.args[2], strconv.Itoa(len(cl.hits)))
+		args = append(args, cl.args[checkHead:]...)
+	}
+	return keys, args
+}
+
+// decodeBatchPart decodes the reply of the check starting at raw[*off] and
+// moves *off past it.
+func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
+	end := *off + 2 + 6*n
+	if end > len(raw) {
+		return checkReply{}, fmt.Errorf("batch script replied %d values, too few for its checks", len(raw))
+	}
+	r, err := decodeCheck(raw[*off:end], n)
+	*off = end
+	return r, err
+}
+
+// checkOne decides a check of one call, through the coalescer when it is
+// on.
+func (s *Store) checkOne(ctx context.Context, cl call) (checkReply, error) {
+	if s.batcher == nil {
+		raw, err := run(ctx, s.sc, s.scripts.check, cl.keys, cl.args)
+		if err != nil {
+			return checkReply{}, err
+		}
+		return decodeCheck(raw, len(cl.hits))
+	}
+	return s.batcher.do(ctx, cl)
+}

@@ -1,0 +1,102 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// hammer runs callers goroutines, each making perCaller checks of c, and
+// returns how many were allowed.
+func hammer(t *testing.T, s *redisstore.Store, c sluice.Check, callers, perCaller int) int64 {
+	t.Helper()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			var d sluice.Decision
+			for range perCaller {
+				if err := s.Check(context.Background(), c, &d); err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return allowed.Load()
+}
+
+// TestCoalescedExact: 64 goroutines on one key through coalesced batch
+// calls admit exactly Rate for the exact algorithms, for a single key and
+// for a shared group, on standalone and Cluster; and the calls were really
+// batched (fewer script calls than checks).
+func TestCoalescedExact(t *testing.T) {
+	at := time.Unix(1_700_000_040, 0)
+	targets := []struct {
+		name  string
+		short bool
+		start func(t *testing.T) redisstore.Options
+	}{
+		{"standalone", true, func(t *testing.T) redisstore.Options {
+			return redisstore.Options{Client: redistest.Standalone(t).Client()}
+		}},
+		{"cluster", false, func(t *testing.T) redisstore.Options {
+			return redisstore.Options{Client: redistest.NewCluster(t).Client()}
+		}},
+	}
+	for _, target := range targets {
+		t.Run(target.name, func(t *testing.T) {
+			if testing.Short() && !target.short {
+				t.Skip("starts a six-node Cluster")
+			}
+			base := target.start(t)
+			for _, a := range []sluice.Algorithm{sluice.Log, sluice.GCRA, sluice.SlidingWindow} {
+				counter := &countingScripter{Scripter: redisstore.NewScripter(base.Client)}
+				s := newStore(t, redisstore.Options{Scripter: counter, Now: fixedClock(at), Prefix: "coalesce-" + string(a) + ":"})
+				l := sluice.Limit{Rate: 500, Window: time.Minute, Algorithm: a}
+				if got := hammer(t, s, hit("z", "hot", l), 64, 20); got != l.Rate {
+					t.Errorf("%s: %d admitted of 1280 checks, want exactly %d", a, got, l.Rate)
+				}
+				if calls := counter.calls.Load(); calls >= 64*20 {
+					t.Errorf("%s: %d script calls for %d checks: nothing was coalesced", a, calls, 64*20)
+				} else {
+					t.Logf("%s: %d checks in %d script calls", a, 64*20, calls)
+				}
+			}
+		})
+	}
+}
+
+// TestCoalescedDown: with Redis down, every coalesced caller gets
+// ErrUnavailable within about the timeout.
+func TestCoalescedDown(t *testing.T) {
+	srv := redistest.Standalone(t)
+	s := newStore(t, redisstore.Options{Client: srv.Client(), Timeout: 100 * time.Millisecond})
+	spend(t, s, "k", tenPerMinute, 1, false)
+	srv.Kill()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			var d sluice.Decision
+			if err := s.Check(context.Background(), hit("", "k", tenPerMinute), &d); !errors.Is(err, sluice.ErrUnavailable) {
+				t.Errorf("Check with Redis down = %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("32 checks with Redis down took %v", took)
+	}
+}
