@@ -51,6 +51,11 @@ const (
 	maxBackground = 50     // a background session is at most this many times the threshold on average
 )
 
+// MaxSources is the largest number of sources of a Trace: planning keeps
+// about 32 bytes per source (320 MB at the bound) while it allocates the
+// background's requests.
+const MaxSources = 10_000_000
+
 // TraceOptions describe a generated trace. All fields are required.
 type TraceOptions struct {
 	Seed     uint64 // the same seed gives the same trace
@@ -82,8 +87,8 @@ func NewTrace(o TraceOptions) (*Trace, error) {
 		return nil, fmt.Errorf("sim: trace: threshold %d per %d µs must be positive", o.Rate, o.Window)
 	case o.Duration < o.Window:
 		return nil, fmt.Errorf("sim: trace: duration %d µs is shorter than the window %d µs", o.Duration, o.Window)
-	case o.Sources < int(numClasses):
-		return nil, fmt.Errorf("sim: trace: %d sources, want at least %d (one per traffic class)", o.Sources, numClasses)
+	case o.Sources < int(numClasses) || o.Sources > MaxSources:
+		return nil, fmt.Errorf("sim: trace: %d sources, want %d (one per traffic class) to %d", o.Sources, numClasses, MaxSources)
 	}
 	t := &Trace{o: o, sizes: make([]int64, o.Sources)}
 	for c := range numClasses {
