@@ -137,6 +137,7 @@ func TestNewTraceErrors(t *testing.T) {
 		"zero rate":        func(o *TraceOptions) { o.Rate = 0 },
 		"short duration":   func(o *TraceOptions) { o.Duration = o.Window - 1 },
 		"too few sources":  func(o *TraceOptions) { o.Sources = 3 },
+		"too many sources": func(o *TraceOptions) { o.Sources = MaxSources + 1 },
 		"too few requests": func(o *TraceOptions) { o.Requests = 50 },
 	}
 	for name, mutate := range cases {
