@@ -39,10 +39,12 @@ func (b *bench) logTail() string {
 	return string(data)
 }
 
-// target is one side of a comparison: the arguments of "sluice bench".
+// target is one side of a comparison: the arguments of "sluice bench",
+// and the server process whose CPU time the run is charged.
 type target struct {
 	name string
 	args []string
+	pid  int
 }
 
 // pair compares sluice with its baseline.
@@ -53,11 +55,17 @@ type pair struct {
 	baseR, sluiceR []result
 }
 
-// result is the part of "sluice bench -json" the table uses.
+// result is the part of "sluice bench -json" the table uses, and the
+// server's CPU time per request.
 type result struct {
 	PerSecond float64 `json:"decisions_per_s"`
+	Checks    uint64  `json:"decisions"`
 	Errors    uint64  `json:"errors"`
-	Latency   struct {
+	// CPUPerOp is the server process's CPU time (user + system) per
+	// request, in µs: unlike throughput, it hardly depends on what else
+	// runs on the machine.
+	CPUPerOp float64 `json:"-"`
+	Latency  struct {
 		P50 float64 `json:"p50"`
 		P99 float64 `json:"p99"`
 	} `json:"latency_us"`
@@ -97,7 +105,7 @@ func (b *bench) run(ctx context.Context, w io.Writer) error {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "round %d: %-28s %10.0f/s  p99 %.0fµs\n", round+1, side.t.name, r.PerSecond, r.Latency.P99)
+				fmt.Fprintf(os.Stderr, "round %d: %-28s %10.0f/s  p99 %6.0fµs  server CPU %5.1fµs/req\n", round+1, side.t.name, r.PerSecond, r.Latency.P99, r.CPUPerOp)
 				*side.out = append(*side.out, r)
 			}
 		}
@@ -113,19 +121,19 @@ func (b *bench) startServers(ctx context.Context, dir string) ([]pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	upstream, err := b.startRole(ctx, self, "upstream")
+	upstream, _, err := b.startRole(ctx, self, "upstream")
 	if err != nil {
 		return nil, err
 	}
-	trivial, err := b.startRole(ctx, self, "trivial")
+	trivial, trivialPID, err := b.startRole(ctx, self, "trivial")
 	if err != nil {
 		return nil, err
 	}
-	plain, err := b.startRole(ctx, self, "proxy", "-upstream", "http://"+upstream)
+	plain, plainPID, err := b.startRole(ctx, self, "proxy", "-upstream", "http://"+upstream)
 	if err != nil {
 		return nil, err
 	}
-	api, proxy, err := b.startSluice(ctx, dir, upstream)
+	api, proxy, sluicePID, err := b.startSluice(ctx, dir, upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -134,36 +142,37 @@ func (b *bench) startServers(ctx context.Context, dir string) ([]pair, error) {
 		{
 			name: "decision API vs a trivial handler",
 			// The same POST /v1/check requests, answered 200 unread.
-			base:   target{"net/http handler (200)", []string{"-server", "http://" + trivial, "-zone", "bench"}},
-			sluice: target{"sluice POST /v1/check", []string{"-server", "http://" + api, "-zone", "bench"}},
+			base:   target{"net/http handler (200)", []string{"-server", "http://" + trivial, "-zone", "bench"}, trivialPID},
+			sluice: target{"sluice POST /v1/check", []string{"-server", "http://" + api, "-zone", "bench"}, sluicePID},
 			goal:   0.6,
 		},
 		{
 			name:   "proxy vs httputil.ReverseProxy",
-			base:   target{"httputil.ReverseProxy", []string{"-url", keyed(plain)}},
-			sluice: target{"sluice proxy", []string{"-url", keyed(proxy)}},
+			base:   target{"httputil.ReverseProxy", []string{"-url", keyed(plain)}, plainPID},
+			sluice: target{"sluice proxy", []string{"-url", keyed(proxy)}, sluicePID},
 			goal:   0.85,
 		},
 	}, nil
 }
 
-// startRole runs this binary as a baseline server and returns its address.
-func (b *bench) startRole(ctx context.Context, self, role string, args ...string) (string, error) {
+// startRole runs this binary as a baseline server and returns its address
+// and process id.
+func (b *bench) startRole(ctx context.Context, self, role string, args ...string) (string, int, error) {
 	cmd := exec.CommandContext(ctx, self, append([]string{"-role", role}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	b.procs = append(b.procs, cmd)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		return "", fmt.Errorf("%s server: %w", role, err)
+		return "", 0, fmt.Errorf("%s server: %w", role, err)
 	}
-	return strings.TrimSpace(line), nil
+	return strings.TrimSpace(line), cmd.Process.Pid, nil
 }
 
 // sluiceConfig is the server under test: the memory store, one zone whose
@@ -189,26 +198,26 @@ proxy:
       zones: [bench]
 `
 
-func (b *bench) startSluice(ctx context.Context, dir, upstream string) (api, proxy string, err error) {
+func (b *bench) startSluice(ctx context.Context, dir, upstream string) (api, proxy string, pid int, err error) {
 	if api, err = freeAddr(); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	if proxy, err = freeAddr(); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	conf := filepath.Join(dir, "sluice.yaml")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, sluiceConfig, api, proxy, upstream), 0o644); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	logFile, err := os.Create(filepath.Join(dir, "sluice.log"))
 	if err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	b.sluiceLog = logFile.Name()
 	cmd := exec.CommandContext(ctx, b.sluice, "serve", "-config", conf)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	b.procs = append(b.procs, cmd)
 	deadline := time.Now().Add(15 * time.Second)
@@ -218,12 +227,12 @@ func (b *bench) startSluice(ctx context.Context, dir, upstream string) (api, pro
 			res.Body.Close()
 			if c, err := net.Dial("tcp", proxy); err == nil {
 				c.Close()
-				return api, proxy, nil
+				return api, proxy, cmd.Process.Pid, nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return "", "", fmt.Errorf("sluice serve not ready on %s and %s after 15s:\n%s", api, proxy, b.logTail())
+	return "", "", 0, fmt.Errorf("sluice serve not ready on %s and %s after 15s:\n%s", api, proxy, b.logTail())
 }
 
 // load runs one "sluice bench" against t.
@@ -233,10 +242,15 @@ func (b *bench) load(ctx context.Context, t *target) (result, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, b.sluice, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cpu0, cpuErr := cpuTime(t.pid)
 	err := cmd.Run()
+	cpu1, cpuErr1 := cpuTime(t.pid)
 	var r result
 	if jerr := json.Unmarshal(stdout.Bytes(), &r); jerr != nil {
 		return r, fmt.Errorf("%s: sluice %s: %v; %v\n%s", t.name, strings.Join(args, " "), err, jerr, stderr.String())
+	}
+	if cpuErr == nil && cpuErr1 == nil && r.Checks > 0 {
+		r.CPUPerOp = float64(cpu1-cpu0) / float64(time.Microsecond) / float64(r.Checks)
 	}
 	if err != nil || r.Errors > 0 {
 		return r, fmt.Errorf("%s: %d errors: %v\n%s\nsluice serve log:\n%s", t.name, r.Errors, err, stderr.String(), b.logTail())
@@ -268,14 +282,37 @@ func (b *bench) report(w io.Writer, pairs []pair, load0, load1 string) {
 	fmt.Fprintln(w, "| comparison | baseline req/s | sluice req/s | ratio | goal | baseline p50 / p99 | sluice p50 / p99 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, p := range pairs {
-		ratios := make([]float64, len(p.baseR))
-		for i := range ratios {
-			ratios[i] = p.sluiceR[i].PerSecond / p.baseR[i].PerSecond
-		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | ≥ %.2fx | %s | %s |\n", p.name,
-			spread(rates(p.baseR), "%.0f"), spread(rates(p.sluiceR), "%.0f"), spread(ratios, "%.2fx"), p.goal,
-			latencies(p.baseR), latencies(p.sluiceR))
+			spread(rates(p.baseR), "%.0f"), spread(rates(p.sluiceR), "%.0f"),
+			spread(ratios(p.baseR, p.sluiceR, func(b, s result) float64 { return s.PerSecond / b.PerSecond }), "%.2fx"),
+			p.goal, latencies(p.baseR), latencies(p.sluiceR))
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Server CPU time (user + system) per request, the same runs: much less sensitive than throughput to what else runs on the machine. The ratio is baseline / sluice, comparable with the goal.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| comparison | baseline µs/req | sluice µs/req | ratio | goal |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, p := range pairs {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | ≥ %.2fx |\n", p.name,
+			spread(cpus(p.baseR), "%.1f"), spread(cpus(p.sluiceR), "%.1f"),
+			spread(ratios(p.baseR, p.sluiceR, func(b, s result) float64 { return b.CPUPerOp / s.CPUPerOp }), "%.2fx"), p.goal)
+	}
+}
+
+func ratios(base, sluice []result, f func(b, s result) float64) []float64 {
+	out := make([]float64, len(base))
+	for i := range out {
+		out[i] = f(base[i], sluice[i])
+	}
+	return out
+}
+
+func cpus(rs []result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.CPUPerOp
+	}
+	return out
 }
 
 func rates(rs []result) []float64 {
@@ -339,4 +376,33 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// clockTick is the unit of the CPU times in /proc/PID/stat (USER_HZ),
+// 100 per second on every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime returns the user + system CPU time process pid has used, from
+// /proc/PID/stat (fields 14 and 15).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may contain spaces; fields restart after
+	// its closing parenthesis, at field 3.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad CPU times", pid)
+	}
+	return time.Duration(utime+stime) * clockTick, nil
 }
