@@ -10,9 +10,13 @@ import (
 
 var hundredPerMinute = algo.Params{Rate: 100, Window: 60 * sec, Bucket: 6 * sec}
 
-func smallTrace(t *testing.T, seed uint64) *Trace {
+// smallTrace is a trace of 100,000 requests from 500 sources over an hour,
+// shaped around hundredPerMinute.
+func smallTrace(t *testing.T, seed uint64) *Trace { return sizedTrace(t, seed, 100_000, 500) }
+
+func sizedTrace(t *testing.T, seed uint64, requests int64, sources int) *Trace {
 	t.Helper()
-	tr, err := NewTrace(TraceOptions{Seed: seed, Requests: 100_000, Sources: 500, Duration: 3600 * sec,
+	tr, err := NewTrace(TraceOptions{Seed: seed, Requests: requests, Sources: sources, Duration: 3600 * sec,
 		Rate: hundredPerMinute.Rate, Window: hundredPerMinute.Window})
 	if err != nil {
 		t.Fatal(err)
