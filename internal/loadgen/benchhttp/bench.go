@@ -62,7 +62,7 @@ type result struct {
 	Checks    uint64  `json:"decisions"`
 	Errors    uint64  `json:"errors"`
 	// CPUPerOp is the server process's CPU time (user + system) per
-	// request, in µs: unlike throughput, it hardly depends on what else
+	// request, in µs: much less sensitive than throughput to what else
 	// runs on the machine.
 	CPUPerOp float64 `json:"-"`
 	Latency  struct {
