@@ -25,31 +25,6 @@ type checkRequest struct {
 	Cost *int64 `json:"cost"`
 }
 
-// checkResponse is the body of a /v1/check answer, 200 or 429.
-type checkResponse struct {
-	Allowed    bool    `json:"allowed"`
-	Zone       string  `json:"zone"`
-	Source     string  `json:"source"`
-	Shadowed   bool    `json:"shadowed"`
-	RetryAfter float64 `json:"retry_after"`
-	// Limits has one entry per key and limit, in order (keys outer). Empty
-	// when the store could not be reached and a failure policy decided.
-	Limits []limitResult `json:"limits"`
-}
-
-type limitResult struct {
-	Key        string  `json:"key"`
-	Name       string  `json:"name"`
-	Limit      string  `json:"limit"`
-	Algorithm  string  `json:"algorithm"`
-	Allowed    bool    `json:"allowed"`
-	Shadow     bool    `json:"shadow"`
-	Used       float64 `json:"used"`
-	Remaining  int64   `json:"remaining"`
-	RetryAfter float64 `json:"retry_after"`
-	ResetAfter float64 `json:"reset_after"`
-}
-
 // apiProblem is a request the API refuses, with its status.
 type apiProblem struct {
 	status int
@@ -187,55 +162,21 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	httplimit.SetFields(w.Header(), b.c, &b.d)
+	policy := z.policy
+	if len(b.c.Hits) != len(z.cfg.Limits) {
+		policy = nil // several keys: one item per key and limit
+	}
+	setFields(w.Header(), policy, b)
 	status := http.StatusOK
 	if !b.d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	writeJSON(w, status, decisionResponse(z.cfg.Name, b.c, &b.d))
-}
-
-func decisionResponse(zone string, c sluice.Check, d *sluice.Decision) *checkResponse {
-	resp := &checkResponse{
-		Allowed:    d.Allowed,
-		Zone:       zone,
-		Source:     d.Source.String(),
-		Shadowed:   d.Shadowed,
-		RetryAfter: d.RetryAfter().Seconds(),
-		Limits:     make([]limitResult, 0, len(d.Hits)),
-	}
-	if !d.Allowed && len(d.Hits) == 0 {
-		resp.RetryAfter = 1 // fail-closed: the store said nothing; retry soon
-	}
-	for i, h := range d.Hits {
-		hit := c.Hits[i]
-		resp.Limits = append(resp.Limits, limitResult{
-			Key:        hit.Key,
-			Name:       hit.Limit.Label(),
-			Limit:      hit.Limit.String(),
-			Algorithm:  string(hit.Limit.Algo()),
-			Allowed:    h.Allowed,
-			Shadow:     h.Shadow,
-			Used:       h.Used,
-			Remaining:  h.Remaining,
-			RetryAfter: h.RetryAfter.Seconds(),
-			ResetAfter: h.ResetAfter.Seconds(),
-		})
-	}
-	return resp
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	b.buf = appendDecision(b.buf[:0], z, b.c, &b.d)
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(b.buf)
 }
 
 // handleReset serves POST /v1/reset: 204 once the keys' state in the zone

@@ -93,7 +93,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, st *state, rl *ru
 		return false
 	}
 	if st.cfg.Proxy.Headers == config.HeadersAlways {
-		httplimit.SetFields(w.Header(), b.c, &b.d)
+		setFields(w.Header(), rl.policy, b)
 	}
 	return true
 }

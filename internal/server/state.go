@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httputil"
 	"net/netip"
 
@@ -32,6 +33,46 @@ type zone struct {
 	counters [len(checkResults)]prometheus.Counter
 	// self is a slice of this zone alone, for metrics.observe.
 	self []*zone
+	// labels and specs are each limit's Label and spec string.
+	labels, specs []string
+	// policy is the RateLimit-Policy field of a check of one key, which
+	// does not depend on the key; nil when every limit is a shadow limit.
+	policy []string
+}
+
+func (s *Server) newZone(z *config.Zone, key httplimit.KeyFunc) *zone {
+	cz := &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure), counters: s.metrics.zoneCounters(z.Name)}
+	cz.self = []*zone{cz}
+	for _, l := range z.Limits {
+		cz.labels = append(cz.labels, l.Label())
+		cz.specs = append(cz.specs, l.String())
+	}
+	cz.policy = policyField(cz.hits(nil, "k"))
+	return cz
+}
+
+// policyField is the RateLimit-Policy field of a check of hits, computed
+// once: it depends on the limits, not on the keys.
+func policyField(hits []sluice.Hit) []string {
+	if v := httplimit.AppendPolicy(nil, sluice.Check{Hits: hits}); len(v) > 0 {
+		return []string{string(v)}
+	}
+	return nil
+}
+
+// setFields sets the RateLimit fields of an allowed check whose policy
+// field was computed beforehand; denials go through httplimit.SetFields,
+// which also sets Retry-After.
+func setFields(h http.Header, policy []string, b *checkBuf) {
+	if !b.d.Allowed || policy == nil {
+		httplimit.SetFields(h, b.c, &b.d)
+		return
+	}
+	h[httplimit.FieldPolicy] = policy
+	b.buf = httplimit.AppendRateLimit(b.buf[:0], b.c, &b.d)
+	if len(b.buf) > 0 {
+		h[httplimit.FieldRateLimit] = []string{string(b.buf)}
+	}
 }
 
 // hits appends the zone's hits for key to dst: one per limit.
@@ -49,6 +90,8 @@ type rule struct {
 	group   string
 	limiter sluice.Limiter
 	proxy   *httputil.ReverseProxy
+	// policy is the rule's RateLimit-Policy field, as zone.policy.
+	policy []string
 }
 
 func (s *Server) compile(cfg *config.Config) (*state, error) {
@@ -59,9 +102,7 @@ func (s *Server) compile(cfg *config.Config) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zone %q: %w", z.Name, err)
 		}
-		cz := &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure), counters: s.metrics.zoneCounters(z.Name)}
-		cz.self = []*zone{cz}
-		st.zones[z.Name] = cz
+		st.zones[z.Name] = s.newZone(z, key)
 	}
 	for i := range cfg.Proxy.Rules {
 		st.rules = append(st.rules, s.compileRule(st, &cfg.Proxy.Rules[i]))
@@ -84,6 +125,11 @@ func (s *Server) compileRule(st *state, r *config.Rule) *rule {
 		}
 	}
 	cr.limiter = s.backend.limiter(policies...)
+	var hits []sluice.Hit
+	for _, z := range cr.zones {
+		hits = z.hits(hits, "k")
+	}
+	cr.policy = policyField(hits)
 	upstream := r.Upstream
 	if upstream == nil {
 		upstream = st.cfg.Proxy.Upstream
@@ -128,6 +174,8 @@ type checkBuf struct {
 	hits [sluice.MaxHits]sluice.Hit
 	c    sluice.Check
 	d    sluice.Decision
+	// buf holds a response field or body while it is written.
+	buf []byte
 }
 
 func (s *Server) getCheckBuf() *checkBuf {
