@@ -46,6 +46,7 @@ proxy:
   headers: %s
   rules:
     - {host: "*.example.com", zones: [per-host]}
+    - {path_prefix: /both, zones: [per-token, per-ip]}
     - {path_prefix: /api/, methods: [GET], zones: [per-token]}
     - {path_prefix: /free}
     - {path_prefix: /, zones: [per-ip]}
@@ -133,6 +134,21 @@ func TestProxyRules(t *testing.T) {
 	}
 	resp, raw := get(t, ts.proxy+"/x", h)
 	wantProblem(t, resp, raw, http.StatusBadRequest, "no key")
+}
+
+func TestProxyRuleOfTwoZones(t *testing.T) {
+	up := newUpstream(t)
+	ts := start(t, parseConfig(t, proxyConfig(up.URL, "always")), Options{})
+	resp, raw := get(t, ts.proxy+"/both", map[string]string{"X-Api-Key": "k"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d (%s)", resp.StatusCode, raw)
+	}
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"2r/m";q=2;w=60, "3r/m";q=3;w=60`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got := resp.Header.Get("RateLimit"); !strings.HasPrefix(got, `"2r/m";r=1;t=`) || !strings.Contains(got, `, "3r/m";r=2;t=`) {
+		t.Errorf("RateLimit %q, want both zones' items", got)
+	}
 }
 
 func TestProxyErrors(t *testing.T) {
