@@ -41,9 +41,11 @@
 // instant. Past the deadline the state is equivalent to no state and may be
 // dropped. The store has no janitor goroutine and nothing to close: every
 // 64th check on a shard examines 8 slots of that shard's map from a random
-// position and drops the expired states there, and a shard that has shrunk
-// to a quarter of its peak size (of at least 1,024 entries) is rebuilt,
-// because a Go map never returns the memory of deleted entries. Expired
+// position and drops the expired states there, going on 8 slots at a time
+// (up to 64 states) while every state it met had expired, as after a flood
+// of one-off keys. A shard that has shrunk to a quarter of its peak size
+// (of at least 1,024 entries) is rebuilt, because a Go map never returns
+// the memory of deleted entries. Expired
 // states not yet swept are harmless (the algorithms read them as empty) and
 // count toward the bound. A store that receives no checks at all frees
 // nothing, but holds at most MaxKeys states.

@@ -9,7 +9,8 @@ import (
 // ranging over a few entries samples the map.
 const (
 	sweepEvery  = 64   // checks on a shard between two sweeps
-	sweepScan   = 8    // map slots a sweep examines
+	sweepScan   = 8    // map slots a sweep examines...
+	sweepMax    = 64   // ...and at most this many states while all have expired
 	evictSample = 8    // map slots examined to choose what to drop at the bound
 	shrinkRatio = 4    // rebuild a map once it holds under 1/shrinkRatio of its peak...
 	shrinkMin   = 1024 // ...if that peak was at least this many entries
@@ -77,20 +78,30 @@ func (sh *shard) dropExpired(h uint64, head *entry, now int64) int {
 	return dropped
 }
 
-// tick counts one check on the shard and sweeps every sweepEvery checks.
-// It returns the number of expired states dropped. sh.mu must be held.
+// tick counts one check on the shard and sweeps every sweepEvery checks:
+// it examines sweepScan map slots, and goes on by sweepScan more, up to
+// sweepMax, while every state it met had expired (as after a flood of
+// one-off keys). It returns the number of expired states dropped. sh.mu
+// must be held.
 func (sh *shard) tick(now int64) int {
 	sh.ops++
 	if sh.ops < sweepEvery {
 		return 0
 	}
 	sh.ops = 0
-	dropped, n := 0, sweepScan
+	dropped, met, budget := 0, 0, sweepScan
 	for h, head := range sh.m {
+		for e := head; e != nil; e = e.next {
+			met++
+		}
 		dropped += sh.dropExpired(h, head, now)
-		if n--; n == 0 {
+		if budget--; budget > 0 {
+			continue
+		}
+		if dropped < met || met >= sweepMax {
 			break
 		}
+		budget = sweepScan
 	}
 	sh.shrink()
 	return dropped
