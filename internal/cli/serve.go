@@ -96,6 +96,7 @@ func serve(ctx context.Context, env Env, f serveFlags, cfg *config.Config) int {
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.Level)
 	log := newLogger(env.Stderr, cfg.Log.Format, level)
+	log.Info("starting", "config", cmpOr(f.configPath, "default"), "store", string(cfg.Store.Kind), "zones", len(cfg.Zones), "rules", len(cfg.Proxy.Rules))
 	srv, err := server.New(ctx, cfg, server.Options{Logger: log, LevelVar: level, ConfigPath: f.configPath, Overrides: &f.overrides})
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice serve: %v\n", err)
