@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -35,14 +36,36 @@ type coalescer struct {
 	maxBatch int
 
 	mu      sync.Mutex
+	idle    sync.Cond // signalled when workers falls to 0
 	queue   []*pending
 	workers int
+	closed  bool
+}
+
+func newCoalescer(s *Store, maxBatch int) *coalescer {
+	q := &coalescer{s: s, maxBatch: maxBatch}
+	q.idle.L = &q.mu
+	return q
+}
+
+// close refuses new checks and waits until every queued one is decided.
+func (q *coalescer) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for q.workers > 0 {
+		q.idle.Wait()
+	}
 }
 
 // do queues cl and waits for its reply, or for ctx.
 func (q *coalescer) do(ctx context.Context, cl call) (checkReply, error) {
 	p := &pending{call: cl, done: make(chan batchResult, 1)}
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return checkReply{}, errClosed
+	}
 	q.queue = append(q.queue, p)
 	start := q.workers < maxInFlight
 	if start {
@@ -68,7 +91,9 @@ func (q *coalescer) work() {
 		q.mu.Lock()
 		n := min(len(q.queue), q.maxBatch)
 		if n == 0 {
-			q.workers--
+			if q.workers--; q.workers == 0 {
+				q.idle.Broadcast()
+			}
 			q.mu.Unlock()
 			return
 		}
@@ -141,6 +166,9 @@ func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
 	*off = end
 	return r, err
 }
+
+// errClosed is the error of a check on a closed Store.
+var errClosed = errors.New("the store is closed")
 
 // checkOne decides a check of one call, through the coalescer when it is
 // on.

@@ -100,3 +100,45 @@ func TestCoalescedDown(t *testing.T) {
 		t.Errorf("32 checks with Redis down took %v", took)
 	}
 }
+
+// TestCloseWaitsForQueuedChecks: checks racing with Close are either
+// decided or fail with ErrUnavailable; after Close every check fails with
+// ErrUnavailable; Close twice is fine.
+func TestCloseWaitsForQueuedChecks(t *testing.T) {
+	srv := redistest.Standalone(t)
+	s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decided atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			var d sluice.Decision
+			for range 20 {
+				err := s.Check(context.Background(), hit("", "k", sluice.Limit{Rate: 1000, Window: time.Minute}), &d)
+				switch {
+				case err == nil:
+					decided.Add(1)
+				case !errors.Is(err, sluice.ErrUnavailable):
+					t.Errorf("Check during Close = %v, want nil or ErrUnavailable", err)
+				}
+			}
+		})
+	}
+	for decided.Load() < 50 {
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	wg.Wait()
+	var d sluice.Decision
+	if err := s.Check(context.Background(), hit("", "k", tenPerMinute), &d); !errors.Is(err, sluice.ErrUnavailable) {
+		t.Fatalf("Check after Close = %v, want ErrUnavailable", err)
+	}
+	s.Close()
+	// Every decided check was recorded: the count in Redis matches.
+	got := mustCheck(t, newStore(t, redisstore.Options{Client: srv.Client()}), sluice.Check{Hits: hit("", "k", sluice.Limit{Rate: 1000, Window: time.Minute}).Hits}).Hits[0].Used
+	if int64(got) < decided.Load() {
+		t.Fatalf("Redis counts %v, but %d checks were decided", got, decided.Load())
+	}
+}

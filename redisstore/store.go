@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type Store struct {
 	idPrefix   string
 	seq        atomic.Uint64
 	batcher    *coalescer // nil when Options.MaxBatch is 1
+	closeOnce  sync.Once
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -51,7 +53,7 @@ func New(opts Options) (*Store, error) {
 		scripts: loadScripts(), idPrefix: randomID(),
 	}
 	if o.MaxBatch > 1 {
-		s.batcher = &coalescer{s: s, maxBatch: o.MaxBatch}
+		s.batcher = newCoalescer(s, o.MaxBatch)
 	}
 	client := o.Client
 	if o.URL != "" {
@@ -78,12 +80,19 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Close closes the client the Store created from Options.URL. A Client or
-// Scripter given in Options is left open. Close is idempotent.
+// Close waits until the checks already queued for a coalesced call are
+// decided, then closes the client the Store created from Options.URL (a
+// Client or Scripter given in Options is left open). Checks after Close
+// fail with an error wrapping sluice.ErrUnavailable. Close is idempotent.
 func (s *Store) Close() error {
-	if s.owned != nil {
-		s.owned.Close()
-	}
+	s.closeOnce.Do(func() {
+		if s.batcher != nil {
+			s.batcher.close()
+		}
+		if s.owned != nil {
+			s.owned.Close()
+		}
+	})
 	return nil
 }
 
