@@ -10,7 +10,7 @@ import (
 
 // step is one check in a single-hit step table.
 type step struct {
-	at        time.Duration // clock reading, since Start
+	at        time.Duration // clock reading, since Start()
 	cost      int64
 	allowed   bool
 	remaining int64

@@ -50,7 +50,7 @@ func newHarness(t *testing.T, f Factory) *harness {
 }
 
 // at sets the clock to Start + d.
-func (h *harness) at(d time.Duration) { h.clock.Set(Start.Add(d)) }
+func (h *harness) at(d time.Duration) { h.clock.Set(Start().Add(d)) }
 
 // check runs c and fails the test on an error or a malformed decision. The
 // returned decision is valid until the next check.
