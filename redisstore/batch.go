@@ -162,6 +162,11 @@ func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
 	if end > len(raw) {
 		return checkReply{}, fmt.Errorf("batch script replied %d values, too few for its checks", len(raw))
 	}
+	if raw[*off] == "E" {
+		msg := raw[*off+1]
+		*off = end
+		return checkReply{}, fmt.Errorf("batch script: %s", msg)
+	}
 	r, err := decodeCheck(raw[*off:end], n)
 	*off = end
 	return r, err

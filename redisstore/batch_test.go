@@ -142,3 +142,41 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 		t.Fatalf("Redis counts %v, but %d checks were decided", got, decided.Load())
 	}
 }
+
+// TestBatchIsolatesFailures: a check on a key of the wrong type (a foreign
+// key under the prefix) fails alone; the checks coalesced with it are
+// decided.
+func TestBatchIsolatesFailures(t *testing.T) {
+	srv := redistest.Standalone(t)
+	s := newStore(t, redisstore.Options{Client: srv.Client(), Prefix: "iso:"})
+	l := sluice.Limit{Rate: 1000, Window: time.Minute}
+	if err := srv.Do("LPUSH", "iso:{bad}:w60000000", "x").Error(); err != nil {
+		t.Fatal(err)
+	}
+	var good, bad atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			key := "good"
+			if i%8 == 0 {
+				key = "bad"
+			}
+			var d sluice.Decision
+			for range 10 {
+				err := s.Check(context.Background(), hit("", key, l), &d)
+				switch {
+				case key == "bad" && errors.Is(err, sluice.ErrUnavailable):
+					bad.Add(1)
+				case key == "good" && err == nil && d.Allowed:
+					good.Add(1)
+				default:
+					t.Errorf("key %s: err %v, allowed %v", key, err, d.Allowed)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if good.Load() != 560 || bad.Load() != 80 {
+		t.Fatalf("good %d (want 560), bad %d (want 80)", good.Load(), bad.Load())
+	}
+}

@@ -13,7 +13,9 @@
 --   window (µs), bucket (µs), shadow ("1"/"0").
 --
 -- Reply: check.lua's reply for each check, concatenated: 2 + 6n strings
--- per check.
+-- per check. A check that fails (a key of the wrong type under the prefix)
+-- fails alone, before writing anything: its part of the reply is "E", the
+-- error message and 6n empty strings, and the next checks go on.
 --
 -- Complexity: the sum of the checks' (see check.lua).
 
@@ -28,8 +30,12 @@ for _ = 1, count do
     now = clock
   end
   local cost, id, n = tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4])
-  local err = decide_check(k, n, a + 4, now, cost, id, pad, reply)
-  if err then return err end
+  local ok, err = pcall(decide_check, k, n, a + 4, now, cost, id, pad, reply)
+  if not ok or err then
+    reply[#reply + 1] = 'E'
+    reply[#reply + 1] = tostring(type(err) == 'table' and err.err or err)
+    for _ = 1, 6 * n do reply[#reply + 1] = '' end
+  end
   k, a = k + n, a + 4 + 5 * n
 end
 return reply
