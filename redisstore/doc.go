@@ -62,6 +62,24 @@
 // an argument: for tests on a fake clock, and for callers that decide on
 // their own clock.
 //
+// # Coalescing
+//
+// With 64 concurrent callers a Redis round trip per check leaves Redis
+// mostly waiting on the network and the client. So a check whose hits are
+// in one slot is queued, and up to 4 batch calls (batch.lua) are under way
+// at a time, each taking up to Options.MaxBatch (default 64) of the queued
+// checks. There is no timer: a check that finds a free call goes at once,
+// so light load adds no latency, and batches grow with the load. batch.lua
+// decides its checks one after the other, each with the same code as
+// check.lua: each check is atomic and all or nothing, and the result is as
+// if the checks had been sent one by one in queue order. In a Cluster a
+// batch is split by hash slot (one call per slot); a check across slots is
+// never batched. In a batch, a check that fails (a key of the wrong type
+// under the prefix) fails alone, before writing anything. With the Redis
+// clock, the checks of one call share one TIME reading. Workers are
+// goroutines started only while there is work: an idle Store runs none.
+// Close waits for the queued checks. MaxBatch 1 turns coalescing off.
+//
 // # Keys
 //
 // One key per (zone, key, limit identity), laid out as
