@@ -24,8 +24,13 @@
 //     flag; a limit's own setting wins. Two limits of one zone that would
 //     share counters (same algorithm and window) or the same label are an
 //     error, because headers and metrics tell limits apart by label.
-//   - A key source is a list of parts combined in order. Zones use the
-//     global trusted_proxies list unless their key names its own.
+//   - A key source is a list of parts combined in order (httplimit.Combine),
+//     or with first_of the first part present (httplimit.FirstOf). Zones
+//     use the global trusted_proxies list unless their key names its own;
+//     an explicit empty list trusts no proxy.
+//   - store.url accepts every URL form of package redisstore (standalone,
+//     Sentinel, Cluster); the sentinel and cluster fields are a structured
+//     alternative. The URL itself is parsed when the store is opened.
 //   - A store timeout longer than 5s is rejected: store calls should take
 //     milliseconds, and the failure policy exists for slow stores.
 //   - Zone names are letters, digits, '.', '_' and '-' (at most 64 bytes):
