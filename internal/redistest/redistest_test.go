@@ -1,7 +1,9 @@
 package redistest
 
 import (
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -11,6 +13,9 @@ func TestStandaloneKillRestart(t *testing.T) {
 		t.Fatalf("SET = %q, %v", got, err)
 	}
 	port := s.Port()
+	if got, err := s.Do("INFO", "server").ToString(); err != nil || !strings.Contains(got, fmt.Sprintf("process_id:%d\r", s.PID())) {
+		t.Fatalf("PID %d is not the server's: %v", s.PID(), err)
+	}
 	s.Kill()
 	if s.Running() {
 		t.Fatal("Running after Kill")

@@ -88,6 +88,17 @@ func (s *Server) Port() int {
 // URL returns "redis://127.0.0.1:<port>".
 func (s *Server) URL() string { return "redis://" + s.Addr() }
 
+// PID returns the process id of the running process, or 0 when it is not
+// running.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Dir returns the server's working directory (its log is redis.log there).
 func (s *Server) Dir() string { return s.dir }
 
