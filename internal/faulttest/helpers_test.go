@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -36,6 +37,23 @@ func newStore(t *testing.T, url string) *redisstore.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// newStoreWithClient is newStore on a rueidis client made from opt, which
+// the caller may close (the store does not); it is closed when the test
+// ends.
+func newStoreWithClient(t *testing.T, opt rueidis.ClientOption) (*redisstore.Store, rueidis.Client) {
+	t.Helper()
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatalf("rueidis.NewClient: %v", err)
+	}
+	s, err := redisstore.New(redisstore.Options{Client: c, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return s, c
 }
 
 func newGuard(t *testing.T, store sluice.Limiter, opts edge.GuardOptions) *edge.Guard {

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // outageChecks is the number of checks timed during an outage.
@@ -95,63 +97,99 @@ func TestRedisKilled(t *testing.T) {
 	}
 }
 
-func TestRedisHung(t *testing.T) {
-	tests := []struct {
-		name     string
-		failures int // breaker threshold
-		workers  int
-		pause    time.Duration
-		// p99 is the bound on the 99th percentile latency.
-		p99 time.Duration
-	}{
-		// With the breaker (the default), most checks are answered without
-		// I/O; one probe per back-off waits for the timeout.
-		{"breaker", 0, 1, time.Millisecond, timeout + slack},
-		// With a breaker that never opens, every check waits for the
-		// timeout, 25 at a time so the test takes two seconds. Then p99 is
-		// the precision of 25 simultaneous timers, which a loaded 2-core
-		// machine under the race detector does not give to 5 ms (we saw
-		// 70 ms without it, 115 ms with it); the bound is looser, but still
-		// fails if a check waits for a store that does not honour its
-		// context.
-		{"every-check-waits", 1 << 30, 25, 0, 3 * timeout},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := redistest.Standalone(t)
-			p := pid(t, srv)
-			before := runtime.NumGoroutine()
-			store := newStore(t, srv.URL())
-			b, err := edge.NewBreaker(edge.BreakerOptions{Failures: tt.failures, Logger: testLogger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			g := newGuard(t, store, edge.GuardOptions{Breaker: b})
-			warmUp(t, store, g, busyKey)
+// hungRedis is a Guard in front of a Redis that the test stops with
+// SIGSTOP after the warm-up.
+type hungRedis struct {
+	g      *edge.Guard
+	close  func() // closes the store and its client
+	resume func()
+	before int // goroutines before the store was created
+}
 
-			resume := hang(t, p)
-			lat := timeChecks(t, g, busyKey, outageChecks, tt.workers, tt.pause, edge.PolicyOpen)
-			t.Logf("%d checks during the outage: %s", len(lat), describe(lat))
-			if p50 := percentile(lat, 50); p50 > timeout+slack {
-				t.Errorf("median latency %v, want at most %v", p50, timeout+slack)
-			}
-			if p99 := percentile(lat, 99); p99 > tt.p99 {
-				t.Errorf("p99 latency %v, want at most %v", p99, tt.p99)
-			}
-			s := g.Stats()
-			t.Logf("guard %+v, breaker %+v", s, b.Stats())
-			if s.Timeouts == 0 {
-				t.Errorf("no timeout counted against a hung Redis")
-			}
-			resume()
-			waitStore(t, g, busyKey, 10*time.Second)
-			store.Close()
-			waitGoroutines(t, before)
-			if s := g.Stats(); s.Abandoned != 0 {
-				t.Errorf("%d store calls still running after Close", s.Abandoned)
-			}
+// newHungRedis starts Redis, a store and a Guard with the given breaker
+// threshold, warms them up and stops Redis. With connWriteTimeout set, the
+// store uses a rueidis client of its own with that ConnWriteTimeout (after
+// which rueidis declares a silent connection dead and reconnects).
+func newHungRedis(t *testing.T, failures int, connWriteTimeout time.Duration) *hungRedis {
+	t.Helper()
+	srv := redistest.Standalone(t)
+	p := pid(t, srv)
+	h := &hungRedis{before: runtime.NumGoroutine()}
+	var store *redisstore.Store
+	if connWriteTimeout == 0 {
+		store = newStore(t, srv.URL())
+		h.close = func() { store.Close() }
+	} else {
+		var client rueidis.Client
+		store, client = newStoreWithClient(t, rueidis.ClientOption{
+			InitAddress: []string{srv.Addr()}, DisableCache: true, ConnWriteTimeout: connWriteTimeout,
 		})
+		h.close = client.Close
 	}
+	b, err := edge.NewBreaker(edge.BreakerOptions{Failures: failures, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.g = newGuard(t, store, edge.GuardOptions{Breaker: b})
+	warmUp(t, store, h.g, busyKey)
+	h.resume = hang(t, p)
+	return h
+}
+
+// recover resumes Redis, waits for the store to answer again, closes it,
+// and checks that nothing is left running.
+func (h *hungRedis) recover(t *testing.T) {
+	t.Helper()
+	s := h.g.Stats()
+	t.Logf("guard %+v, breaker %+v", s, h.g.Breaker().Stats())
+	if s.Timeouts == 0 {
+		t.Errorf("no timeout counted against a hung Redis")
+	}
+	h.resume()
+	waitStore(t, h.g, busyKey, 10*time.Second)
+	h.close()
+	waitGoroutines(t, h.before)
+	if s := h.g.Stats(); s.Abandoned != 0 {
+		t.Errorf("%d store calls still running after Close", s.Abandoned)
+	}
+}
+
+// TestRedisHung stops Redis (SIGSTOP): connections stay open and nothing
+// answers. With the breaker, most checks are answered without I/O; the
+// first failures and one probe per back-off wait for the timeout.
+func TestRedisHung(t *testing.T) {
+	h := newHungRedis(t, 0, 0)
+	assertP99(t, timeChecks(t, h.g, busyKey, outageChecks, 1, time.Millisecond, edge.PolicyOpen))
+	h.recover(t)
+}
+
+// TestRedisHungEveryCheckWaits stops Redis with a breaker that never opens,
+// so every check waits for the timeout, for three times the ConnWriteTimeout
+// after which rueidis declares a silent connection dead (shortened from its
+// default 10 s to keep the test short): the checks run through rueidis's
+// reconnections to the stopped server, during which we saw it block past
+// its context for about a second (the Guard then abandons the call; the
+// mechanism itself is tested deterministically in package edge). The bound
+// on the slowest check is loose, since scheduling on a loaded machine under
+// -race adds tens of ms, but far below a second.
+func TestRedisHungEveryCheckWaits(t *testing.T) {
+	const hung = 6 * time.Second
+	h := newHungRedis(t, 1<<30, 2*time.Second)
+	var lat []time.Duration
+	var abandoned int64 // the most store calls seen running past their deadline
+	for start := time.Now(); time.Since(start) < hung; {
+		lat = append(lat, timeChecks(t, h.g, busyKey, 1, 1, 0, edge.PolicyOpen)...)
+		abandoned = max(abandoned, h.g.Stats().Abandoned)
+	}
+	t.Logf("%d checks over %v of hung Redis: %s; up to %d store calls running past their deadline",
+		len(lat), hung, describe(lat), abandoned)
+	if p50 := percentile(lat, 50); p50 > timeout+slack {
+		t.Errorf("median latency %v, want at most %v", p50, timeout+slack)
+	}
+	if worst := percentile(lat, 100); worst > timeout+250*time.Millisecond {
+		t.Errorf("slowest check %v, want at most %v: the Guard waited for a store past its deadline", worst, timeout+250*time.Millisecond)
+	}
+	h.recover(t)
 }
 
 func TestRedisRestarted(t *testing.T) {
