@@ -12,8 +12,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // syncBuffer is an output stream safe to read while a command writes it.
@@ -205,5 +209,33 @@ func TestServeListenError(t *testing.T) {
 	code := Main(t.Context(), []string{"serve", "-listen", ln.Addr().String()}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)})
 	if code != 1 || !strings.Contains(stderr.String(), "address already in use") {
 		t.Errorf("exit code %d, stderr %q; want 1 and the listen error", code, &stderr)
+	}
+}
+
+// TestSIGHUPReloads sends the test process a real SIGHUP while
+// reloadOnSIGHUP is listening, and waits for the new file to be served.
+func TestSIGHUPReloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	os.WriteFile(path, []byte("zones: [{name: before, limits: 1r/s}]\n"), 0o644)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(t.Context(), cfg, server.Options{ConfigPath: path, WatchInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := reloadOnSIGHUP(srv) // signal.Notify is in place when it returns
+	defer stop()
+	os.WriteFile(path, []byte("zones: [{name: after, limits: 1r/s}]\n"), 0o644)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Config().Zone("after") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload the configuration within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
