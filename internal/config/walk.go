@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ func (w *walker) fields(n *yaml.Node, path string, fields map[string]func(v *yam
 		case k.Kind != yaml.ScalarNode:
 			w.add(k.Line, path, "keys must be plain strings, got %s", describe(k))
 		case !ok:
-			w.add(k.Line, join(path, name), "unknown field %q (want one of %s)", name, strings.Join(sortedKeys(fields), ", "))
+			w.add(k.Line, join(path, name), "unknown field %q (%s)", name, suggest(name, sortedKeys(fields)))
 		case seen[name]:
 			w.add(k.Line, join(path, name), "field %q given twice", name)
 		default:
@@ -96,6 +97,46 @@ func (w *walker) fields(n *yaml.Node, path string, fields map[string]func(v *yam
 			f(v, join(path, name))
 		}
 	}
+}
+
+// suggest names the known field closest to name when it is a likely typo
+// (at most two edits away), and lists every known field otherwise.
+func suggest(name string, sortedKnown []string) string {
+	known := sortedKnown
+	best, bestDist := "", 3
+	if len(name) > 64 {
+		known = nil // no field name is that long; spare the comparisons
+	}
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %q?", best)
+	}
+	return "want one of " + strings.Join(sortedKnown, ", ")
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 func sortedKeys[V any](m map[string]V) []string {
