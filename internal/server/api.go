@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -51,12 +52,22 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &mb):
 		p = &apiProblem{http.StatusRequestEntityTooLarge, "Request body too large", fmt.Sprintf("the body is larger than %d bytes", mb.Limit)}
 	case errors.Is(err, sluice.ErrInvalid):
-		p = badRequest("%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
+		p = badRequest("%s", strings.ReplaceAll(err.Error(), sluice.ErrInvalid.Error()+": ", ""))
 	default:
-		s.log.Warn("could not decide", "path", r.URL.Path, "err", err)
+		s.logUndecided(r, err)
 		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", err.Error()}
 	}
 	httplimit.WriteProblem(w, &httplimit.Problem{Title: p.title, Status: p.status, Detail: p.detail})
+}
+
+// logUndecided logs a request the limiter could not decide: a warning,
+// or a debug line when the client went away first.
+func (s *Server) logUndecided(r *http.Request, err error) {
+	level := slog.LevelWarn
+	if r.Context().Err() != nil {
+		level = slog.LevelDebug
+	}
+	s.log.Log(r.Context(), level, "could not decide", "path", r.URL.Path, "err", err)
 }
 
 // decodeRequest reads one JSON object from r's body.

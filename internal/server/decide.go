@@ -39,7 +39,7 @@ func (s *Server) writeUndecided(w http.ResponseWriter, r *http.Request, err erro
 	case errors.Is(err, sluice.ErrInvalid):
 		p = httplimit.Problem{Title: "Bad request", Status: http.StatusBadRequest, Detail: err.Error()}
 	default:
-		s.log.Warn("could not decide", "path", r.URL.Path, "err", err)
+		s.logUndecided(r, err)
 	}
 	httplimit.WriteProblem(w, &p)
 }
