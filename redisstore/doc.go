@@ -74,7 +74,9 @@
 // check.lua: each check is atomic and all or nothing, and the result is as
 // if the checks had been sent one by one in queue order. In a Cluster a
 // batch is split by hash slot (one call per slot); a check across slots is
-// never batched. In a batch, a check that fails (a key of the wrong type
+// never batched (so in a Cluster, checks spread over many keys rarely
+// share a call; hot keys and Groups do). The time a check waits in the
+// queue counts against Options.Timeout. In a batch, a check that fails (a key of the wrong type
 // under the prefix) fails alone, before writing anything. With the Redis
 // clock, the checks of one call share one TIME reading. Workers are
 // goroutines started only while there is work: an idle Store runs none.

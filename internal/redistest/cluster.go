@@ -220,10 +220,17 @@ func (c *Cluster) MasterOf(key string) *Server {
 
 // KillMaster kills (SIGKILL) the master serving key's slot and waits until
 // one of its replicas has been promoted and the Cluster is healthy again.
+// Before the kill it waits (WAIT 1, up to 5 s) until a replica has
+// acknowledged every write so far: replication is asynchronous, and a test
+// should see a failover, not writes lost to replication lag. (For a crash
+// that may lose writes, Kill the node from MasterOf and call WaitHealthy.)
 // It returns the killed node, which Restart brings back as a replica.
 func (c *Cluster) KillMaster(key string) *Server {
 	c.t.Helper()
 	m := c.MasterOf(key)
+	if n, err := m.Do("WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
+		c.t.Fatalf("redistest: WAIT on master %s: %d replicas acknowledged (%v)", m.Addr(), n, err)
+	}
 	m.Kill()
 	c.WaitHealthy()
 	return m

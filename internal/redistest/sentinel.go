@@ -116,13 +116,19 @@ func (s *Sentinel) CurrentMaster() *Server {
 
 // Failover kills the current master (SIGKILL) and waits until every live
 // Sentinel names the other data server as master and that server has the
-// master role. It returns the new master.
+// master role. Before the kill it waits (WAIT 1, up to 5 s) until the
+// replica has acknowledged every write so far, so that a test sees a
+// failover and not writes lost to replication lag. It returns the new
+// master.
 func (s *Sentinel) Failover() *Server {
 	s.t.Helper()
 	old := s.CurrentMaster()
 	next := s.Master
 	if old == s.Master {
 		next = s.Replica
+	}
+	if n, err := old.Do("WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
+		s.t.Fatalf("redistest: WAIT on master %s: %d replicas acknowledged (%v)", old.Addr(), n, err)
 	}
 	old.Kill()
 	waitFor(s.t, sentinelTimeout, func() string {
