@@ -287,7 +287,9 @@ func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision,
 		d.Allowed, d.Source = false, sluice.FromFailClosed
 		g.failClosed.Add(1)
 	case PolicyLocal:
-		if err := g.fallback.Check(ctx, c, d); err != nil {
+		// The fallback answers in microseconds; the caller's deadline may
+		// have passed while the store was silent, and still wants an answer.
+		if err := g.fallback.Check(context.WithoutCancel(ctx), c, d); err != nil {
 			return fmt.Errorf("edge: check: fallback: %w", err)
 		}
 		d.Source = sluice.FromFallback

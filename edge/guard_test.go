@@ -145,10 +145,16 @@ func TestGuardTimeout(t *testing.T) {
 }
 
 func TestGuardCallerDeadlineIsAStoreFailure(t *testing.T) {
+	for _, p := range []edge.Policy{edge.PolicyClosed, edge.PolicyLocal} {
+		t.Run(p.String(), func(t *testing.T) { testCallerDeadline(t, p) })
+	}
+}
+
+func testCallerDeadline(t *testing.T, p edge.Policy) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		f.set(hang)
-		g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyClosed})
+		g := newGuard(t, f, edge.GuardOptions{Policy: p})
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -156,8 +162,12 @@ func TestGuardCallerDeadlineIsAStoreFailure(t *testing.T) {
 		if err := g.Check(ctx, check(1, tenPerMinute), &d); err != nil {
 			t.Fatalf("Check with the caller's deadline passing in the store: %v, want a decision", err)
 		}
-		if took := time.Since(start); took != 10*time.Millisecond || d.Source != sluice.FromFailClosed {
-			t.Errorf("took %v, source %v; want the caller's 10ms, fail-closed", took, d.Source)
+		want := sluice.FromFailClosed
+		if p == edge.PolicyLocal {
+			want = sluice.FromFallback
+		}
+		if took := time.Since(start); took != 10*time.Millisecond || d.Source != want {
+			t.Errorf("took %v, source %v; want the caller's 10ms, %v", took, d.Source, want)
 		}
 		if s := g.Stats(); s.StoreErrors != 1 || s.Timeouts != 1 {
 			t.Errorf("stats %+v, want 1 timeout", s)
