@@ -43,12 +43,14 @@
 // nothing; once a call has failed, and until one succeeds (and always for
 // the breaker's probe), each call runs on its own goroutine with copies of
 // the check and the decision, and the Guard stops waiting for it at the
-// deadline. This matters: rueidis, the Redis client, blocks for up to a
-// second past its context while it reconnects to a server that accepts
+// deadline. This matters: we saw rueidis, the Redis client, block for about
+// a second past its context while it reconnected to a server that accepts
 // connections and never answers. A call given up on finishes in the
 // background and touches nothing of the caller's; at most MaxAbandoned
 // (1024) may be pending per Guard, past which the store is not called
-// (GuardStats.Abandoned counts them).
+// (GuardStats.Abandoned counts them). The first call to fail after a healthy
+// spell is made on the caller's goroutine, so it is bounded by the store
+// honouring its context, which rueidis does on an established connection.
 //
 // Reset is not decided by a policy: while the store is failing it returns
 // an error wrapping sluice.ErrUnavailable. Under PolicyLocal it resets the
