@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -155,21 +156,32 @@ func batchArgs(batch []*pending, padding string) (keys, args []string) {
 	return keys, args
 }
 
-// decodeBatchPart decodes the reply of the check starting at raw[*off] and
-// moves *off past it.
+// decodeBatchPart decodes the compact reply of the check starting at
+// raw[*off] (see batch.lua) and moves *off past it.
 func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
-	end := *off + 2 + 6*n
+	end := *off + 1 + n
 	if end > len(raw) {
 		return checkReply{}, fmt.Errorf("batch script replied %d values, too few for its checks", len(raw))
 	}
-	if raw[*off] == "E" {
-		msg := raw[*off+1]
-		*off = end
-		return checkReply{}, fmt.Errorf("batch script: %s", msg)
-	}
-	r, err := decodeCheck(raw[*off:end], n)
+	part := raw[*off:end]
 	*off = end
-	return r, err
+	if part[0] == "E" {
+		return checkReply{}, fmt.Errorf("batch script: %s", part[1])
+	}
+	var p parser
+	r := checkReply{allowed: p.flag(part[0]), hits: make([]hitReply, n)}
+	for i, s := range part[1:] {
+		f := strings.SplitN(s, " ", 4)
+		if len(f) != 4 {
+			return checkReply{}, fmt.Errorf("batch script hit reply %q: want 4 fields", s)
+		}
+		used, reset := p.float(f[1]), p.int(f[3])
+		r.hits[i] = hitReply{fits: p.flag(f[0]), used: used, usedAfter: used, retry: p.int(f[2]), reset: reset, resetAf: reset}
+	}
+	if p.err != nil {
+		return checkReply{}, fmt.Errorf("batch script reply %q: %w", part, p.err)
+	}
+	return r, nil
 }
 
 // errClosed is the error of a check on a closed Store.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,11 +53,48 @@ func BenchmarkCheck(b *testing.B) {
 						b.Fatal(err)
 					}
 					l := sluice.Limit{Rate: w.rate, Window: time.Minute, Algorithm: a}
+					before := scriptStats(b, srv)
 					runParallel(b, s, l, w.keys)
+					after := scriptStats(b, srv)
+					calls, usec := after.calls-before.calls, after.usec-before.usec
+					if calls > 0 {
+						b.ReportMetric(float64(b.N)/float64(calls), "checks/call")
+						b.ReportMetric(float64(usec)/float64(b.N), "redis-µs/check")
+					}
 				})
 			}
 		}
 	}
+}
+
+// stats are the script calls Redis has run and the µs it spent in them.
+type stats struct{ calls, usec int64 }
+
+// scriptStats reads EVAL and EVALSHA's counters from INFO commandstats.
+func scriptStats(b *testing.B, srv *redistest.Server) stats {
+	text, err := srv.Do("INFO", "commandstats").ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st stats
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval")
+		if !ok {
+			continue
+		}
+		_, fields, _ := strings.Cut(rest, ":")
+		for _, f := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls += n
+			case "usec":
+				st.usec += n
+			}
+		}
+	}
+	return st
 }
 
 // runParallel runs b.N checks from 64 goroutines on keys random keys and

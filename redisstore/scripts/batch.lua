@@ -12,10 +12,13 @@
 --   n, then five values per hit as in check.lua: algorithm code, rate,
 --   window (µs), bucket (µs), shadow ("1"/"0").
 --
--- Reply: check.lua's reply for each check, concatenated: 2 + 6n strings
--- per check. A check that fails (a key of the wrong type under the prefix)
--- fails alone, before writing anything: its part of the reply is "E", the
--- error message and 6n empty strings, and the next checks go on.
+-- Reply: 1 + n strings per check, concatenated: allowed ("1"/"0"), then
+-- one string per hit, "<fits 1/0> <used> <retry_after µs> <reset_after
+-- µs>", the values after the check when it was recorded (decide_check's
+-- compact form: one string per hit is cheaper to build and to send than
+-- six). A check that fails (a key of the wrong type under the prefix)
+-- fails alone, before writing anything: its part of the reply is "E", then
+-- the error message and n−1 empty strings, and the next checks go on.
 --
 -- Complexity: the sum of the checks' (see check.lua).
 
@@ -30,11 +33,11 @@ for _ = 1, count do
     now = clock
   end
   local cost, id, n = tonumber(ARGV[a + 2]), ARGV[a + 3], tonumber(ARGV[a + 4])
-  local ok, err = pcall(decide_check, k, n, a + 4, now, cost, id, pad, reply)
+  local ok, err = pcall(decide_check, k, n, a + 4, now, cost, id, pad, reply, true)
   if not ok or err then
     reply[#reply + 1] = 'E'
     reply[#reply + 1] = tostring(type(err) == 'table' and err.err or err)
-    for _ = 1, 6 * n do reply[#reply + 1] = '' end
+    for _ = 2, n do reply[#reply + 1] = '' end
   end
   k, a = k + n, a + 4 + 5 * n
 end

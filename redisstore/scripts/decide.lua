@@ -2,7 +2,8 @@
 -- check.lua (one check per call) and batch.lua (many checks per call). Not
 -- a script on its own; see common.lua.
 --
--- decide_check(k, n, a, now, cost, id, pad, reply) decides the check whose
+-- decide_check(k, n, a, now, cost, id, pad, reply, compact) decides the
+-- check whose
 -- n hits have their keys at KEYS[k+1 .. k+n] and their five arguments each
 -- (algorithm code, rate, window µs, bucket µs, shadow "1"/"0") at
 -- ARGV[a+1 .. a+5n]. Every hit is evaluated; if every non-shadow hit fits
@@ -12,9 +13,12 @@
 -- allowed ("1"/"0"), now (µs), then six strings per hit: fits ("1"/"0"),
 -- used before, retry_after (µs), reset_after before (µs), used after,
 -- reset_after after (equal to the values before when nothing was
--- recorded). It returns nil, or an error reply for an unknown algorithm
--- (before anything is written).
-local function decide_check(k, n, a, now, cost, id, pad, reply)
+-- recorded). compact (batch.lua) appends less, for speed: allowed, then one
+-- string per hit, "<fits> <used> <retry_after> <reset_after>" with the
+-- values after the check when it was recorded, before otherwise. It
+-- returns nil, or an error reply for an unknown algorithm (before anything
+-- is written).
+local function decide_check(k, n, a, now, cost, id, pad, reply, compact)
   local hits, allowed = {}, true
   for i = 1, n do
     local b = a + (i - 1) * 5
@@ -38,6 +42,12 @@ local function decide_check(k, n, a, now, cost, id, pad, reply)
     end
   end
   reply[#reply + 1] = allowed and '1' or '0'
+  if compact then
+    for _, h in ipairs(hits) do
+      reply[#reply + 1] = string.format('%d %.17g %.17g %.17g', h.fits and 1 or 0, h.used_after, h.retry, h.reset_after)
+    end
+    return nil
+  end
   reply[#reply + 1] = num(now)
   for _, h in ipairs(hits) do
     reply[#reply + 1] = h.fits and '1' or '0'
