@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -26,7 +27,7 @@ const workerEnv = "SLUICE_FAULTTEST_WORKER"
 const (
 	processes  = 4
 	goroutines = 16
-	attempts   = 25 // per goroutine: 1,600 checks in all
+	attempts   = 50 // per goroutine: 3,200 checks in all
 	rate       = 300
 )
 
@@ -37,11 +38,15 @@ type job struct {
 	Goroutines int
 	Attempts   int
 	StartAt    time.Time // all workers start together
+	// Edge puts a Guard (policy closed) and a DenyCache in front of the
+	// store, as the server does.
+	Edge bool
 }
 
 // result is what one worker process reports.
 type result struct {
 	Allowed, Denied int64
+	CacheHits       uint64 // denials from the deny cache, with Edge
 	Errors          []string
 	Start, End      time.Time
 }
@@ -77,12 +82,35 @@ func work(spec string) int {
 		fmt.Fprintf(os.Stderr, "worker: warm-up: %v\n", err)
 		return 2
 	}
+	var l sluice.Limiter = store
+	var cache *edge.DenyCache
+	if j.Edge {
+		if cache, err = edgeStack(store); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+			return 2
+		}
+		l = cache
+	}
 	time.Sleep(time.Until(j.StartAt))
-	r := hammer(store, j)
+	r := hammer(l, j)
+	if cache != nil {
+		r.CacheHits = cache.Stats().Hits
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 		return 2
 	}
 	return 0
+}
+
+// edgeStack puts a DenyCache and a Guard in front of store. The Guard's
+// timeout is as generous as the store's: a check that timed out may still
+// have been counted by Redis, and this test counts admissions exactly.
+func edgeStack(store sluice.Limiter) (*edge.DenyCache, error) {
+	g, err := edge.NewGuard(store, edge.GuardOptions{Policy: edge.PolicyClosed, Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	return edge.NewDenyCache(g, edge.DenyCacheOptions{})
 }
 
 // hammer runs the job's goroutines, each checking the hit Attempts times
@@ -156,32 +184,57 @@ func runWorkers(t *testing.T, j job) []result {
 // all checking one key as fast as they can, and counts what they admitted
 // together. log admits exactly Rate in a window (the whole test fits in
 // one). gcra admits its burst of Rate, plus one per emission interval
-// (Window/Rate) of the test's duration.
+// (Window/Rate) of the test's duration. On standalone, the workers also
+// run with the edge layer (Guard and DenyCache) in front of the store: the
+// cache's denials must not change the count.
 func TestExactAcrossProcesses(t *testing.T) {
 	targets := []struct {
-		name string
-		url  func(t *testing.T) string
+		name  string
+		url   func(t *testing.T) string
+		edges []bool
 	}{
-		{"standalone", func(t *testing.T) string { return redistest.Standalone(t).URL() }},
-		{"cluster", func(t *testing.T) string { return redistest.NewCluster(t).URL() }},
+		{"standalone", func(t *testing.T) string { return redistest.Standalone(t).URL() }, []bool{false, true}},
+		{"cluster", func(t *testing.T) string { return redistest.NewCluster(t).URL() }, []bool{false}},
 	}
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
 			url := target.url(t)
 			for _, algo := range []sluice.Algorithm{sluice.Log, sluice.GCRA} {
-				t.Run(string(algo), func(t *testing.T) {
-					l := sluice.Limit{Rate: rate, Window: time.Hour, Algorithm: algo}
-					j := job{
-						URL:        url,
-						Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
-						Goroutines: goroutines,
-						Attempts:   attempts,
-						StartAt:    time.Now().Add(2 * time.Second),
+				for _, withEdge := range target.edges {
+					name := string(algo)
+					if withEdge {
+						name += "+edge"
 					}
-					assertExact(t, l, runWorkers(t, j))
-				})
+					t.Run(name, func(t *testing.T) { exactRun(t, url, algo, withEdge) })
+				}
 			}
 		})
+	}
+}
+
+// exactRun runs the workers on one fresh key and checks their total.
+func exactRun(t *testing.T, url string, algo sluice.Algorithm, withEdge bool) {
+	t.Helper()
+	l := sluice.Limit{Rate: rate, Window: time.Hour, Algorithm: algo}
+	j := job{
+		URL:        url,
+		Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
+		Goroutines: goroutines,
+		Attempts:   attempts,
+		StartAt:    time.Now().Add(2 * time.Second),
+		Edge:       withEdge,
+	}
+	results := runWorkers(t, j)
+	assertExact(t, l, results)
+	if withEdge {
+		var hits uint64
+		for _, r := range results {
+			hits += r.CacheHits
+		}
+		t.Logf("%d denials from the workers' deny caches", hits)
+		if hits == 0 {
+			t.Errorf("no denial came from a deny cache: the edge layer was not exercised")
+		}
 	}
 }
 
