@@ -75,8 +75,11 @@
 // failures then spare the store the calls of all, and all zones recover on
 // the first successful probe. A Guard without a Breaker gets one of its own.
 //
-// Neither type starts a goroutine or a timer: the breaker's state changes
-// when a Guard asks it or reports to it, reading BreakerOptions.Now.
+// The Breaker starts no goroutine and no timer: its state changes when a
+// Guard asks it or reports to it, reading BreakerOptions.Now. Nothing in
+// this package runs in the background or needs closing; the only
+// goroutines are the Guard's detached store calls while the store fails,
+// each ending when its call returns.
 //
 // # What is logged and counted
 //

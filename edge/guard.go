@@ -84,7 +84,9 @@ func (s GuardStats) Degraded() uint64 { return s.FailOpen + s.FailClosed + s.Fal
 // A Guard is a sluice.Limiter in front of a store that applies a timeout to
 // every store call, a Breaker, and a failure Policy: when the store cannot
 // decide, the Guard does, and the Decision's Source says how. It is safe for
-// concurrent use and starts no goroutine.
+// concurrent use and needs no closing: it starts no background goroutine,
+// only one per store call while the store is failing (see the package
+// doc).
 type Guard struct {
 	store      sluice.Limiter
 	policy     Policy
