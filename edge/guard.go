@@ -68,7 +68,8 @@ type GuardStats struct {
 	// the store, by Source.
 	FailOpen, FailClosed, Fallback uint64
 	// StoreErrors counts store calls that failed: sluice.ErrUnavailable or
-	// no answer within Timeout. Timeouts counts the latter.
+	// no answer within Timeout (Timeouts counts the latter), and calls not
+	// made because MaxAbandoned calls were still pending.
 	StoreErrors, Timeouts uint64
 	// Skipped counts checks decided without calling the store because the
 	// breaker was open.
