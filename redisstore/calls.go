@@ -29,15 +29,11 @@ type call struct {
 // plan splits c into calls: one outside a Cluster, one per hash slot in
 // ascending slot order inside. withArgs builds check.lua's ARGV.
 func (s *Store) plan(c sluice.Check, withArgs bool) []call {
-	var calls []call
-	var head []string
+	n := len(c.Hits)
+	calls := make([]call, 0, 1)
+	var head [checkHead]string
 	if withArgs {
-		now := ""
-		if s.now != nil {
-			now = strconv.FormatInt(s.now().UnixMicro(), 10)
-		}
-		id := s.idPrefix + "." + strconv.FormatUint(s.seq.Add(1), 36)
-		head = []string{now, strconv.FormatInt(c.Cost, 10), id, s.padding}
+		head = s.checkHead(c)
 	}
 	for i, h := range c.Hits {
 		key, tag := stateKey(s.prefix, h, c.Group)
@@ -47,33 +43,47 @@ func (s *Store) plan(c sluice.Check, withArgs bool) []call {
 		}
 		j := slices.IndexFunc(calls, func(cl call) bool { return cl.slot == sl })
 		if j < 0 {
-			calls = append(calls, call{slot: sl, args: slices.Clip(head)})
+			calls = append(calls, call{slot: sl, hits: make([]int, 0, n), keys: make([]string, 0, n)})
+			if withArgs {
+				calls[len(calls)-1].args = append(make([]string, 0, checkHead+hitArgCount*n), head[:]...)
+			}
 			j = len(calls) - 1
 		}
 		cl := &calls[j]
 		cl.hits, cl.keys = append(cl.hits, i), append(cl.keys, key)
 		if withArgs {
-			cl.args = append(cl.args, hitArgs(h, c.Shadow)...)
+			cl.args = appendHitArgs(cl.args, h, c.Shadow)
 		}
 	}
 	slices.SortFunc(calls, func(a, b call) int { return int(a.slot) - int(b.slot) })
 	return calls
 }
 
-// hitArgs is one hit's part of check.lua's ARGV: algorithm code, rate,
-// window µs, bucket µs, shadow flag.
-func hitArgs(h sluice.Hit, shadow bool) []string {
+// checkHead returns check.lua's first ARGV: now, cost, the check's id,
+// padding. Every call of one check shares them.
+func (s *Store) checkHead(c sluice.Check) [checkHead]string {
+	now := ""
+	if s.now != nil {
+		now = strconv.FormatInt(s.now().UnixMicro(), 10)
+	}
+	id := s.idPrefix + "." + strconv.FormatUint(s.seq.Add(1), 36)
+	return [checkHead]string{now, strconv.FormatInt(c.Cost, 10), id, s.padding}
+}
+
+// appendHitArgs appends one hit's part of check.lua's ARGV: algorithm
+// code, rate, window µs, bucket µs, shadow flag.
+func appendHitArgs(args []string, h sluice.Hit, shadow bool) []string {
 	flag := "0"
 	if shadow || h.Limit.Shadow {
 		flag = "1"
 	}
-	return []string{
+	return append(args,
 		algoCode[h.Limit.Algo()],
 		strconv.FormatInt(h.Limit.Rate, 10),
 		strconv.FormatInt(h.Limit.Window.Microseconds(), 10),
 		strconv.FormatInt(h.Limit.Bucket().Microseconds(), 10),
 		flag,
-	}
+	)
 }
 
 // runChecks decides every call and decodes the replies: a single call
