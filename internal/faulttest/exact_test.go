@@ -1,9 +1,11 @@
 package faulttest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -37,7 +39,6 @@ type job struct {
 	Hit        sluice.Hit
 	Goroutines int
 	Attempts   int
-	StartAt    time.Time // all workers start together
 	// Edge puts a Guard (policy closed) and a DenyCache in front of the
 	// store, as the server does.
 	Edge bool
@@ -91,7 +92,12 @@ func work(spec string) int {
 		}
 		l = cache
 	}
-	time.Sleep(time.Until(j.StartAt))
+	// Start together: say ready, wait for the go.
+	fmt.Println(ready)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: waiting for the start: %v\n", err)
+		return 2
+	}
 	r := hammer(l, j)
 	if cache != nil {
 		r.CacheHits = cache.Stats().Hits
@@ -146,7 +152,59 @@ func hammer(l sluice.Limiter, j job) result {
 	return r
 }
 
-// runWorkers starts the worker processes on j and returns their results.
+// ready is the line a worker prints when it is connected and warmed up;
+// it then waits for a line on its standard input before it starts.
+const ready = "ready"
+
+// A workerProc is one running worker process.
+type workerProc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr strings.Builder
+}
+
+func startWorker(ctx context.Context, spec []byte) (*workerProc, error) {
+	w := &workerProc{cmd: exec.CommandContext(ctx, os.Args[0])}
+	w.cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
+	w.cmd.Stderr = &w.stderr
+	var err error
+	if w.in, err = w.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	w.out = bufio.NewReader(out)
+	return w, w.cmd.Start()
+}
+
+// waitReady reads the worker's ready line.
+func (w *workerProc) waitReady() error {
+	line, err := w.out.ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != ready {
+		return fmt.Errorf("not ready: %q, %v\n%s", line, err, w.stderr.String())
+	}
+	return nil
+}
+
+// result tells the worker to go and reads its result.
+func (w *workerProc) result() (result, error) {
+	var r result
+	if _, err := io.WriteString(w.in, "go\n"); err != nil {
+		return r, err
+	}
+	w.in.Close()
+	err := json.NewDecoder(w.out).Decode(&r)
+	if werr := w.cmd.Wait(); werr != nil {
+		return r, fmt.Errorf("%v\n%s", werr, w.stderr.String())
+	}
+	return r, err
+}
+
+// runWorkers starts the worker processes on j, waits until all are ready,
+// lets them go together and returns their results.
 func runWorkers(t *testing.T, j job) []result {
 	t.Helper()
 	spec, err := json.Marshal(j)
@@ -155,22 +213,36 @@ func runWorkers(t *testing.T, j job) []result {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
+	var workers []*workerProc
+	defer func() { // on an early failure: no worker outlives the test
+		for _, w := range workers {
+			if w.cmd.ProcessState == nil {
+				w.cmd.Process.Kill()
+				w.cmd.Wait()
+			}
+		}
+	}()
+	for i := range processes {
+		w, err := startWorker(ctx, spec)
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		workers = append(workers, w)
+	}
+	for i, w := range workers {
+		if err := w.waitReady(); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
 	results := make([]result, processes)
 	var wg sync.WaitGroup
-	for i := range processes {
+	for i, w := range workers {
 		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, os.Args[0])
-			cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
+			r, err := w.result()
 			if err != nil {
-				t.Errorf("worker %d: %v\n%s", i, err, stderr.String())
-				return
+				t.Errorf("worker %d: %v", i, err)
 			}
-			if err := json.Unmarshal(out, &results[i]); err != nil {
-				t.Errorf("worker %d: result %q: %v", i, out, err)
-			}
+			results[i] = r
 		})
 	}
 	wg.Wait()
@@ -221,7 +293,6 @@ func exactRun(t *testing.T, url string, algo sluice.Algorithm, withEdge bool) {
 		Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
 		Goroutines: goroutines,
 		Attempts:   attempts,
-		StartAt:    time.Now().Add(2 * time.Second),
 		Edge:       withEdge,
 	}
 	results := runWorkers(t, j)
