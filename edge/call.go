@@ -27,7 +27,7 @@ const (
 // the probe), each call runs detached, on its own goroutine, so that the
 // Guard returns at the deadline even if the store does not: a Redis client
 // may block past its context while it reconnects to a server that accepts
-// connections and never answers (rueidis does, for up to a second).
+// connections and never answers (we saw rueidis do so for about a second).
 func (g *Guard) storeCall(ctx context.Context, probe bool, c sluice.Check, d *sluice.Decision, reset bool) error {
 	switch {
 	case probe || g.breaker.failures.Load() > 0:
