@@ -30,12 +30,13 @@
 //
 // # Scripts
 //
-// The scripts are the files in scripts/, embedded. common.lua and one file
-// per algorithm (window.lua, buckets.lua, log.lua, decay.lua, gcra.lua) are
-// concatenated in front of each entry script: check.lua decides a whole
-// check (all hits, all or nothing, shadow hits recorded as if allowed) in
-// one call; refund.lua undoes a recorded cost (cross-slot checks); reset.lua
-// deletes states. Each file opens with its KEYS, ARGV (with units), reply
+// The scripts are the files in scripts/, embedded. common.lua, one file
+// per algorithm (window.lua, buckets.lua, log.lua, decay.lua, gcra.lua) and
+// decide.lua (the body of a check) are concatenated in front of each entry
+// script: check.lua decides a whole check (all hits, all or nothing, shadow
+// hits recorded as if allowed) in one call; batch.lua decides many checks,
+// one after the other (see Coalescing); refund.lua undoes a recorded cost
+// (cross-slot checks); reset.lua deletes states. Each file opens with its KEYS, ARGV (with units), reply
 // and complexity. The formulas mirror internal/algo operation by operation
 // (same order of double operations, same slack in "fits", same µs and
 // rounding of waits), and the conformance suite (internal/storetest) runs
@@ -49,8 +50,10 @@
 // Replies are arrays of strings; numbers are printed by the script with
 // '%.17g', which round-trips every double, so a fractional Used crosses the
 // wire exactly and never as a Lua float converted to a Redis integer. One
-// function (decodeCheck) checks and decodes a reply; any deviation is an
-// error, never a guess.
+// function per reply shape (decodeCheck, and decodeBatchPart for
+// batch.lua's compact form) checks and decodes it; any deviation is an
+// error, never a guess. The rueidis client does not retry a script call by
+// itself (it retries read-only commands only): a check is not idempotent.
 //
 // # Clock
 //

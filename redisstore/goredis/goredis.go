@@ -3,6 +3,12 @@
 // a separate package so that package redisstore does not make every user
 // compile go-redis.
 //
+// go-redis retries a command after some network errors (Options.MaxRetries,
+// 3 by default, whatever the command): a script call that reached Redis but
+// whose reply was lost is then run again, and the check is recorded twice.
+// For exact counting, give the client MaxRetries: -1 (the Store's failure
+// handling, not the client, should decide what a failed call means).
+//
 // rueidis (redisstore.Options.URL or Options.Client) remains the
 // recommended client: its automatic pipelining gives more decisions per
 // second at 64 concurrent callers (see docs/redis.md).
