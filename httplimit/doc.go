@@ -15,8 +15,17 @@
 // IP address, reading X-Forwarded-For only from listed trusted proxies),
 // Header, Query, Cookie, and two ways to compose them: Combine (every part,
 // joined) and FirstOf (the first part present). A request without a key is
-// answered 400: to let anonymous requests through under a shared limit,
-// fall back with FirstOf(Header("X-API-Key"), ClientAddr(trusted)).
+// answered 400; to limit callers without a token by their address instead,
+// use FirstOf(Header("X-API-Key"), ClientAddr(trusted)).
+//
+// Decisions about keys: ClientAddr believes X-Forwarded-For (read from the
+// right) and, failing that, X-Real-IP only from listed trusted proxies;
+// garbage written by a trusted proxy is no key rather than a made-up one.
+// Combine escapes '|' and '\' in its parts so that different combinations
+// never share a key; FirstOf prefixes the key with the index of the source
+// that produced it ("0:", "1:") so that a token can never equal an address.
+// A key longer than sluice.MaxKeyLen is treated as no key (400) rather than
+// hashed: such a request is malformed, not a client to count.
 //
 // # Responses
 //
@@ -52,6 +61,10 @@
 // decision rather than an error, which the middleware follows like any
 // other (a fail-closed denial gets 429 and Retry-After: 1, and no
 // RateLimit field since the store said nothing).
+//
+// The 503 detail does not repeat the store's error, which may name
+// internal addresses; the log has it. The 400 detail does say what is
+// missing ("no X-Api-Key header").
 //
 // The middleware adds no timeout of its own: a store call is bounded by the
 // request's context and by the store's own timeouts.
