@@ -157,8 +157,9 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 
 // Reset implements sluice.Limiter: it resets the hits in the limiter, then
 // forgets every stored denial of a check that has a hit with the same zone
-// and key as one of c's, whatever its limit. A denial being decided while
-// the reset runs is not stored.
+// and key as one of c's, whatever its limit (also when the limiter's reset
+// failed: the state may be gone). A denial being decided while the reset
+// runs is not stored.
 func (dc *DenyCache) Reset(ctx context.Context, c sluice.Check) error {
 	err := dc.next.Reset(ctx, c)
 	// After the limiter's reset, so that no denial decided before it can
