@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	orig, err := originalRequest(r)
+	orig, err := originalRequest(r, st.cfg.TrustedProxies)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -96,7 +97,12 @@ func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStat
 // originalRequest rebuilds the request nginx is asking about, for the
 // zones' key functions: its client address from X-Real-IP, its URI from
 // X-Original-URI, its method and host, and the forwarded headers.
-func originalRequest(r *http.Request) (*http.Request, error) {
+//
+// X-Real-IP is believed only from a peer that is a loopback address (nginx
+// on the same host) or inside the configured trusted_proxies; from anyone
+// else it is ignored and the peer itself is the client, so a caller that
+// reaches the API listener directly cannot choose its own key.
+func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, error) {
 	orig := &http.Request{
 		Method:     r.Method,
 		Host:       r.Host,
@@ -105,7 +111,7 @@ func originalRequest(r *http.Request) (*http.Request, error) {
 		URL:        &url.URL{Path: "/"},
 	}
 	orig = orig.WithContext(r.Context())
-	if ip := strings.TrimSpace(r.Header.Get(headerRealIP)); ip != "" {
+	if ip := strings.TrimSpace(r.Header.Get(headerRealIP)); ip != "" && peerTrusted(r.RemoteAddr, trusted) {
 		orig.RemoteAddr = net.JoinHostPort(ip, "0")
 	}
 	if uri := r.Header.Get(headerOriginalURI); uri != "" {
@@ -122,4 +128,23 @@ func originalRequest(r *http.Request) (*http.Request, error) {
 		orig.Host = h
 	}
 	return orig, nil
+}
+
+// peerTrusted reports whether the connection's peer may speak for the
+// client: a loopback address, or one inside trusted.
+func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	if a.IsLoopback() {
+		return true
+	}
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

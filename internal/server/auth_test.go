@@ -1,7 +1,10 @@
 package server
 
 import (
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,5 +86,32 @@ func TestAuthErrors(t *testing.T) {
 			resp, raw := get(t, ts.api+"/v1/auth"+tt.query, tt.headers)
 			wantProblem(t, resp, raw, tt.status, tt.detail)
 		})
+	}
+}
+
+// TestOriginalRequestTrustsOnlyKnownPeers: X-Real-IP picks the key only when
+// nginx (a loopback peer or a trusted proxy) sent it; anyone else is keyed
+// by their own address, whatever header they send.
+func TestOriginalRequestTrustsOnlyKnownPeers(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, tc := range []struct {
+		peer, want string
+	}{
+		{"127.0.0.1:5000", "198.51.100.7"},
+		{"[::1]:5000", "198.51.100.7"},
+		{"10.1.2.3:5000", "198.51.100.7"},
+		{"203.0.113.50:5000", "203.0.113.50"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/v1/auth?zone=z", nil)
+		r.RemoteAddr = tc.peer
+		r.Header.Set("X-Real-IP", "198.51.100.7")
+		orig, err := originalRequest(r, trusted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, _, _ := net.SplitHostPort(orig.RemoteAddr)
+		if host != tc.want {
+			t.Errorf("peer %s: client %s, want %s", tc.peer, host, tc.want)
+		}
 	}
 }
