@@ -95,8 +95,8 @@
 // what a check at an instant older than the state sees is each algorithm's
 // own (internal/algo): log, decay and gcra keep counting everything
 // recorded; buckets keep it but do not count buckets newer than now until
-// the clock catches up; sliding-window, stepped back into an earlier
-// window, starts that window afresh and forgets what the later one held.
+// the clock catches up; sliding-window reads an instant before its window
+// as that window's start, so it forgets nothing and errs towards denying.
 //
 // # Validation
 //

@@ -189,3 +189,19 @@ func (r *rand) int63n(n int64) int64 {
 	r.x ^= r.x << 17
 	return int64(r.x>>1) % n
 }
+
+// TestClockBehindForgetsNothing: a reading from before the newest recorded
+// event (a clock stepping back, or another process's clock) must not lose
+// what was recorded, for any algorithm.
+func TestClockBehindForgetsNothing(t *testing.T) {
+	for _, a := range algorithms {
+		t.Run(a, func(t *testing.T) {
+			s, p := New(a), tenPerMinute(a)
+			s.Record(p, t0+70*sec, 4) // the next window
+			s.Record(p, t0+10*sec, 1) // the clock steps back a window
+			if used := s.Eval(p, t0+70*sec, 0).Used; used < 4.9 {
+				t.Errorf("Used at the newest instant = %v, want about 5", used)
+			}
+		})
+	}
+}

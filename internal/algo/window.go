@@ -13,18 +13,23 @@ type Window struct {
 	Prev  int64 // cost recorded in window Index−1
 }
 
-// at returns the counters as seen from now (rolled forward, not stored) and
-// the µs elapsed in now's window.
-func (s *Window) at(p Params, now int64) (prev, cur, elapsed int64) {
-	i := floorDiv(now, p.Window)
+// at returns the window index and counters as seen from now (rolled
+// forward, not stored) and the µs elapsed in that window. A clock behind the
+// state's window (a step back, or another process's clock) is read as the
+// start of the state's window, so nothing recorded is forgotten and the
+// estimate errs towards denying.
+func (s *Window) at(p Params, now int64) (i, prev, cur, elapsed int64) {
+	i = floorDiv(now, p.Window)
 	elapsed = now - i*p.Window
-	switch i {
-	case s.Index:
-		return s.Prev, s.Cur, elapsed
-	case s.Index + 1:
-		return s.Cur, 0, elapsed
+	switch {
+	case i < s.Index:
+		return s.Index, s.Prev, s.Cur, 0
+	case i == s.Index:
+		return i, s.Prev, s.Cur, elapsed
+	case i == s.Index+1:
+		return i, s.Cur, 0, elapsed
 	}
-	return 0, 0, elapsed
+	return i, 0, 0, elapsed
 }
 
 func windowUsed(prev, cur, elapsed, w int64) float64 {
@@ -33,7 +38,7 @@ func windowUsed(prev, cur, elapsed, w int64) float64 {
 
 // Eval implements State.
 func (s *Window) Eval(p Params, now, cost int64) Result {
-	prev, cur, e := s.at(p, now)
+	_, prev, cur, e := s.at(p, now)
 	r := Result{Used: windowUsed(prev, cur, e, p.Window), ResetAfter: windowReset(prev, cur, e, p.Window)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
 		r.RetryAfter = windowRetry(prev, cur, e, p.Window, p.Rate, cost)
@@ -70,8 +75,8 @@ func windowReset(prev, cur, e, w int64) int64 {
 
 // Record implements State.
 func (s *Window) Record(p Params, now, cost int64) (float64, int64) {
-	prev, cur, e := s.at(p, now)
-	s.Index, s.Prev, s.Cur = floorDiv(now, p.Window), prev, cur+cost
+	i, prev, cur, e := s.at(p, now)
+	s.Index, s.Prev, s.Cur = i, prev, cur+cost
 	return windowUsed(s.Prev, s.Cur, e, p.Window), windowReset(s.Prev, s.Cur, e, p.Window)
 }
 

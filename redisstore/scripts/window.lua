@@ -3,12 +3,15 @@
 -- cur (window i covers [i·W, (i+1)·W) µs), the cost recorded in window i and
 -- in window i−1. Used = prev·(W − elapsed)/W + cur. O(1).
 
+-- window_at mirrors algo.Window.at: a clock behind the state's window reads
+-- as the start of that window.
 local function window_at(s, p, now)
   local i = floordiv(now, p.window)
   local e = now - i * p.window
-  if i == s.index then return s.prev, s.cur, e end
-  if i == s.index + 1 then return s.cur, 0, e end
-  return 0, 0, e
+  if i < s.index then return s.index, s.prev, s.cur, 0 end
+  if i == s.index then return i, s.prev, s.cur, e end
+  if i == s.index + 1 then return i, s.cur, 0, e end
+  return i, 0, 0, e
 end
 
 local function window_used(prev, cur, e, w)
@@ -44,15 +47,15 @@ ALGOS['w'] = {
     return s
   end,
   eval = function(s, p, now, cost)
-    local prev, cur, e = window_at(s, p, now)
+    local _, prev, cur, e = window_at(s, p, now)
     local used = window_used(prev, cur, e, p.window)
     local reset = window_reset(prev, cur, e, p.window)
     if fits(used, cost, p.rate) then return true, used, 0, reset end
     return false, used, window_retry(prev, cur, e, p.window, p.rate, cost), reset
   end,
   record = function(s, p, now, cost)
-    local prev, cur, e = window_at(s, p, now)
-    s.index, s.prev, s.cur = floordiv(now, p.window), prev, cur + cost
+    local i, prev, cur, e = window_at(s, p, now)
+    s.index, s.prev, s.cur = i, prev, cur + cost
     return window_used(s.prev, s.cur, e, p.window), window_reset(s.prev, s.cur, e, p.window)
   end,
   save = function(key, s, p, ttl)
