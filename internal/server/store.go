@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,7 +55,8 @@ func storeURL(cfg config.Store) string {
 	}
 	auth := ""
 	if cfg.Password != "" {
-		auth = ":" + cfg.Password + "@"
+		// Escaped, so a password with @, / or : cannot end the userinfo.
+		auth = url.UserPassword("", cfg.Password).String() + "@"
 	}
 	if cfg.Kind == config.Sentinel {
 		return "redis-sentinel://" + auth + strings.Join(cfg.SentinelAddrs, ",") + "/" + cfg.SentinelMaster
