@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,7 +41,7 @@ func BenchmarkRedis(b *testing.B) {
 					warmConcurrently(b, built, w)
 					c = &built
 				}
-				runCallers(b, *c, w)
+				runCallers(b, *c, w, func() float64 { return serverCPU(b, srv) })
 			})
 			if c != nil && c.close != nil {
 				c.close()
@@ -135,8 +137,10 @@ func ululeRedis(b *testing.B, srv *redistest.Server, w workload) contender {
 
 // runCallers has exactly callers goroutines take b.N checks between them,
 // each walking the workload's keys from its own offset, and times each
-// check.
-func runCallers(b *testing.B, c contender, w workload) {
+// check. cpu reads the server's CPU time in seconds: the difference over
+// the timed loop, per check, is reported as redis-cpu-µs/op, a cost that
+// other load on a shared machine barely changes.
+func runCallers(b *testing.B, c contender, w workload, cpu func() float64) {
 	var next, denied atomic.Int64
 	var lat latencies
 	stride := max(1, len(w.probes)/callers)
@@ -146,6 +150,7 @@ func runCallers(b *testing.B, c contender, w workload) {
 		decides[g] = c.caller()
 		owns[g] = make([]time.Duration, 0, 2*b.N/callers+16)
 	}
+	cpu0 := cpu()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -172,7 +177,9 @@ func runCallers(b *testing.B, c contender, w workload) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu1 := cpu()
 	report(b, c, w, int(denied.Load()), b.N)
+	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(float64(lat.quantile(0.50).Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(lat.quantile(0.99).Nanoseconds())/1e3, "p99-µs")
@@ -207,6 +214,28 @@ func warmConcurrently(b *testing.B, c contender, w workload) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// serverCPU returns the CPU time, user plus system, the server has used
+// since it started, in seconds (INFO cpu).
+func serverCPU(b *testing.B, srv *redistest.Server) float64 {
+	b.Helper()
+	text, err := srv.Do("INFO", "cpu").ToString()
+	if err != nil {
+		b.Fatalf("INFO cpu: %v", err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s: %v", line, err)
+			}
+			total += f
+		}
+	}
+	return total
 }
 
 // flush empties the server, so each contender starts from the same state.
