@@ -39,13 +39,13 @@ var Algorithms = []Algorithm{SlidingWindow, Buckets, Log, Decay, GCRA}
 // ParseAlgorithm returns the algorithm named s. The empty string is
 // SlidingWindow; any unknown name is an error that wraps ErrInvalid.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	if s == "" {
+	// A switch, not a loop over Algorithms: Limit.Validate calls this on
+	// every check.
+	switch a := Algorithm(s); a {
+	case "":
 		return SlidingWindow, nil
-	}
-	for _, a := range Algorithms {
-		if string(a) == s {
-			return a, nil
-		}
+	case SlidingWindow, Buckets, Log, Decay, GCRA:
+		return a, nil
 	}
 	return "", fmt.Errorf("%w: unknown algorithm %q (want one of sliding-window, buckets, log, decay, gcra)", ErrInvalid, s)
 }
@@ -125,6 +125,19 @@ func (l Limit) Bucket() time.Duration {
 // Validate reports whether l can be used. The error wraps ErrInvalid and
 // quotes the limit. It does not apply a store's maximum log rate; stores do.
 func (l Limit) Validate() error {
+	// The common case, decided without building the error helper: every
+	// algorithm but Buckets needs only these checks.
+	if l.Rate > 0 && l.Window > 0 && l.Window%time.Microsecond == 0 {
+		switch l.Algorithm {
+		case "", SlidingWindow, Log, Decay, GCRA:
+			return nil
+		}
+	}
+	return l.validateSlow()
+}
+
+// validateSlow is Validate's full path: Buckets limits and every error.
+func (l Limit) validateSlow() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: limit %q: %s", ErrInvalid, l.String(), fmt.Sprintf(format, args...))
 	}

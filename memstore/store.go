@@ -19,7 +19,7 @@ const DefaultMaxKeys = 1_000_000
 
 // DefaultShards is the number of independently locked maps a Store uses
 // unless Options.Shards says otherwise.
-const DefaultShards = 64
+const DefaultShards = 256
 
 // minKeysPerShard keeps the default shard count low enough that each shard
 // of a small store still holds a useful number of keys.
@@ -40,7 +40,7 @@ type Options struct {
 	MaxLogRate int64
 	// Shards is the number of independently locked maps, rounded up to a
 	// power of two; it must not exceed MaxKeys. More shards, less lock
-	// contention. Zero means DefaultShards (64), halved while a shard would
+	// contention. Zero means DefaultShards (256), halved while a shard would
 	// hold fewer than 256 keys.
 	Shards int
 }
@@ -146,14 +146,55 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	if !stored {
 		e = newEntry(k.algorithm)
 	}
-	hits := [1]algo.Hit{{State: e.state, Params: p, Shadow: c.Shadow || l.Shadow}}
-	var out [1]algo.Outcome
-	allowed, denier, shadowed := algo.Decide(hits[:], out[:], now, c.Cost)
+	shadow := c.Shadow || l.Shadow
+	var o algo.Outcome
+	allowed, shadowed := decideOne(e.state, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
-		s.record(sh, hash, e, stored, k, now+out[0].ResetAfter, now)
+		s.record(sh, hash, e, stored, k, now+o.ResetAfter, now)
 	}
 	sh.mu.Unlock()
-	fill(d, allowed, denier, shadowed, hits[:], out[:])
+	fillOne(d, allowed, shadowed, shadow, p.Rate, &o)
+}
+
+// decideOne is algo.Decide for one hit. The sliding window, the default
+// algorithm, has its own copy of Decide's steps that calls *algo.Window's
+// methods directly rather than through the algo.State interface; it must
+// stay step for step what algo.Decide does with a single hit (the
+// conformance suite holds it to that).
+func decideOne(st algo.State, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
+	w, ok := st.(*algo.Window)
+	if !ok {
+		hits := [1]algo.Hit{{State: st, Params: p, Shadow: shadow}}
+		var out [1]algo.Outcome
+		allowed, _, shadowed = algo.Decide(hits[:], out[:], now, cost)
+		*o = out[0]
+		return allowed, shadowed
+	}
+	r := w.Eval(p, now, cost)
+	*o = algo.Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	allowed = r.Allowed || shadow
+	shadowed = !r.Allowed && shadow
+	if allowed && cost > 0 {
+		o.Used, o.ResetAfter = w.Record(p, now, cost)
+	}
+	return allowed, shadowed
+}
+
+// fillOne is fill for a single hit decided by decideOne.
+func fillOne(d *sluice.Decision, allowed, shadowed, shadow bool, rate int64, o *algo.Outcome) {
+	d.Reset(1)
+	d.Allowed, d.Shadowed, d.Source = allowed, shadowed, sluice.FromStore
+	if !allowed {
+		d.Denier = 0
+	}
+	d.Hits[0] = sluice.HitResult{
+		Allowed:    o.Allowed,
+		Shadow:     shadow,
+		Used:       o.Used,
+		Remaining:  algo.Remaining(rate, o.Used),
+		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
+	}
 }
 
 // tick lets a locked shard sweep a little; see shard.tick.
