@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // maxInFlight is the most batch calls a Store has under way at once.
@@ -17,10 +18,13 @@ const maxInFlight = 4
 
 // pending is one check waiting for a batch call. done receives exactly one
 // value; it is buffered so that a worker never blocks on a caller that gave
-// up.
+// up. deadline is when the check's Options.Timeout runs out: the batch call
+// carrying it gets its batch's earliest deadline, so no check needs a timer
+// of its own.
 type pending struct {
-	call call
-	done chan batchResult
+	call     call
+	deadline time.Time
+	done     chan batchResult
 }
 
 type batchResult struct {
@@ -36,6 +40,11 @@ type coalescer struct {
 	s        *Store
 	maxBatch int
 
+	// free recycles the pendings whose reply was received, with their
+	// channel: one allocation fewer per check. A pending whose caller gave
+	// up is never put back, as the worker may still send on it.
+	free sync.Pool
+
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when workers falls to 0
 	queue   []*pending
@@ -46,6 +55,7 @@ type coalescer struct {
 func newCoalescer(s *Store, maxBatch int) *coalescer {
 	q := &coalescer{s: s, maxBatch: maxBatch}
 	q.idle.L = &q.mu
+	q.free.New = func() any { return &pending{done: make(chan batchResult, 1)} }
 	return q
 }
 
@@ -59,12 +69,16 @@ func (q *coalescer) close() {
 	}
 }
 
-// do queues cl and waits for its reply, or for ctx.
-func (q *coalescer) do(ctx context.Context, cl call) (checkReply, error) {
-	p := &pending{call: cl, done: make(chan batchResult, 1)}
+// do queues cl and waits for its reply, or for ctx. The wait needs no
+// timer of its own: the batch call that carries cl ends by deadline (see
+// run), and the calls ahead of it by earlier deadlines.
+func (q *coalescer) do(ctx context.Context, cl call, deadline time.Time) (checkReply, error) {
+	p := q.free.Get().(*pending)
+	p.call, p.deadline = cl, deadline
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
+		q.free.Put(p)
 		return checkReply{}, errClosed
 	}
 	q.queue = append(q.queue, p)
@@ -78,6 +92,8 @@ func (q *coalescer) do(ctx context.Context, cl call) (checkReply, error) {
 	}
 	select {
 	case r := <-p.done:
+		p.call = call{}
+		q.free.Put(p)
 		return r.reply, r.err
 	case <-ctx.Done():
 		// The check may still be decided by the batch already sent, as a
@@ -127,10 +143,18 @@ func (q *coalescer) runBySlot(batch []*pending) {
 }
 
 // run decides batch with one batch.lua call and hands each check its
-// reply.
+// reply. The call's deadline is its checks' earliest, so that each check
+// is bounded by its own Timeout (a check queued later is cut short by at
+// most the time it queued behind).
 func (q *coalescer) run(batch []*pending) {
 	keys, args := batchArgs(batch, q.s.padding)
-	ctx, cancel := context.WithTimeout(context.Background(), q.s.timeout)
+	deadline := batch[0].deadline
+	for _, p := range batch[1:] {
+		if p.deadline.Before(deadline) {
+			deadline = p.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	raw, err := run(ctx, q.s.sc, q.s.scripts.batch, keys, args)
 	off := 0
@@ -146,6 +170,11 @@ func (q *coalescer) run(batch []*pending) {
 // batchArgs builds batch.lua's KEYS and ARGV from each check's check.lua
 // ARGV (now, cost, id, padding, then five per hit).
 func batchArgs(batch []*pending, padding string) (keys, args []string) {
+	nk, na := 0, 2
+	for _, p := range batch {
+		nk, na = nk+len(p.call.keys), na+len(p.call.args)
+	}
+	keys, args = make([]string, 0, nk), make([]string, 0, na)
 	args = append(args, padding, strconv.Itoa(len(batch)))
 	for _, p := range batch {
 		cl := p.call
@@ -171,8 +200,8 @@ func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
 	var p parser
 	r := checkReply{allowed: p.flag(part[0]), hits: make([]hitReply, n)}
 	for i, s := range part[1:] {
-		f := strings.SplitN(s, " ", 4)
-		if len(f) != 4 {
+		var f [4]string
+		if !splitFields(s, f[:]) {
 			return checkReply{}, fmt.Errorf("batch script hit reply %q: want 4 fields", s)
 		}
 		used, reset := p.float(f[1]), p.int(f[3])
@@ -184,18 +213,28 @@ func decodeBatchPart(raw []string, off *int, n int) (checkReply, error) {
 	return r, nil
 }
 
+// splitFields splits s at its spaces into exactly len(f) fields, as
+// strings.SplitN(s, " ", len(f)) would but without allocating, and
+// reports whether there were that many.
+func splitFields(s string, f []string) bool {
+	for i := range len(f) - 1 {
+		var ok bool
+		if f[i], s, ok = strings.Cut(s, " "); !ok {
+			return false
+		}
+	}
+	f[len(f)-1] = s
+	return true
+}
+
 // errClosed is the error of a check on a closed Store.
 var errClosed = errors.New("the store is closed")
 
-// checkOne decides a check of one call, through the coalescer when it is
-// on.
+// checkOne decides a check of one call with one check.lua call.
 func (s *Store) checkOne(ctx context.Context, cl call) (checkReply, error) {
-	if s.batcher == nil {
-		raw, err := run(ctx, s.sc, s.scripts.check, cl.keys, cl.args)
-		if err != nil {
-			return checkReply{}, err
-		}
-		return decodeCheck(raw, len(cl.hits))
+	raw, err := run(ctx, s.sc, s.scripts.check, cl.keys, cl.args)
+	if err != nil {
+		return checkReply{}, err
 	}
-	return s.batcher.do(ctx, cl)
+	return decodeCheck(raw, len(cl.hits))
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -30,11 +31,14 @@ type call struct {
 // ascending slot order inside. withArgs builds check.lua's ARGV.
 func (s *Store) plan(c sluice.Check, withArgs bool) []call {
 	n := len(c.Hits)
-	calls := make([]call, 0, 1)
 	var head [checkHead]string
 	if withArgs {
 		head = s.checkHead(c)
 	}
+	if n == 1 {
+		return s.planOne(c, withArgs, head)
+	}
+	calls := make([]call, 0, 1)
 	for i, h := range c.Hits {
 		key, tag := stateKey(s.prefix, h, c.Group)
 		var sl uint16
@@ -59,6 +63,32 @@ func (s *Store) plan(c sluice.Check, withArgs bool) []call {
 	return calls
 }
 
+// oneHit holds the only call of a one-hit check, the common case, with
+// its slices' arrays: one allocation instead of four.
+type oneHit struct {
+	calls [1]call
+	hits  [1]int
+	keys  [1]string
+	args  [checkHead + hitArgCount]string
+}
+
+// planOne is plan for a check of one hit.
+func (s *Store) planOne(c sluice.Check, withArgs bool, head [checkHead]string) []call {
+	h := c.Hits[0]
+	o := &oneHit{}
+	key, tag := stateKey(s.prefix, h, c.Group)
+	o.keys[0] = key
+	cl := call{hits: o.hits[:], keys: o.keys[:]}
+	if s.cluster {
+		cl.slot = slot(tag)
+	}
+	if withArgs {
+		cl.args = appendHitArgs(append(o.args[:0], head[:]...), h, c.Shadow)
+	}
+	o.calls[0] = cl
+	return o.calls[:]
+}
+
 // checkHead returns check.lua's first ARGV: now, cost, the check's id,
 // padding. Every call of one check shares them.
 func (s *Store) checkHead(c sluice.Check) [checkHead]string {
@@ -66,7 +96,9 @@ func (s *Store) checkHead(c sluice.Check) [checkHead]string {
 	if s.now != nil {
 		now = strconv.FormatInt(s.now().UnixMicro(), 10)
 	}
-	id := s.idPrefix + "." + strconv.FormatUint(s.seq.Add(1), 36)
+	var buf [40]byte
+	b := append(append(buf[:0], s.idPrefix...), '.')
+	id := string(strconv.AppendUint(b, s.seq.Add(1), 36))
 	return [checkHead]string{now, strconv.FormatInt(c.Cost, 10), id, s.padding}
 }
 
@@ -77,22 +109,31 @@ func appendHitArgs(args []string, h sluice.Hit, shadow bool) []string {
 	if shadow || h.Limit.Shadow {
 		flag = "1"
 	}
-	return append(args,
-		algoCode[h.Limit.Algo()],
-		strconv.FormatInt(h.Limit.Rate, 10),
-		strconv.FormatInt(h.Limit.Window.Microseconds(), 10),
-		strconv.FormatInt(h.Limit.Bucket().Microseconds(), 10),
-		flag,
-	)
+	// The three numbers share one string: one allocation instead of three.
+	var buf [64]byte
+	b := strconv.AppendInt(buf[:0], h.Limit.Rate, 10)
+	i := len(b)
+	b = strconv.AppendInt(b, h.Limit.Window.Microseconds(), 10)
+	j := len(b)
+	nums := string(strconv.AppendInt(b, h.Limit.Bucket().Microseconds(), 10))
+	return append(args, algoCode[h.Limit.Algo()], nums[:i], nums[i:j], nums[j:], flag)
 }
 
-// runChecks decides every call and decodes the replies: a single call
-// through checkOne (coalesced with other checks when batching is on),
-// several (a check across Cluster slots) with one check.lua call each,
-// concurrently. A failed call's reply is the zero value (not allowed, so
-// never refunded); the errors are joined.
+// runChecks decides every call within Options.Timeout and decodes the
+// replies: a single call coalesced with other checks when batching is on
+// (bounded by its batch call's deadline, with no timer per check), else
+// through checkOne, several (a check across Cluster slots) with one
+// check.lua call each, concurrently. A failed call's reply is the zero
+// value (not allowed, so never refunded); the errors are joined.
 func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, error) {
 	replies := make([]checkReply, len(calls))
+	if len(calls) == 1 && s.batcher != nil {
+		var err error
+		replies[0], err = s.batcher.do(ctx, calls[0], time.Now().Add(s.timeout))
+		return replies, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if len(calls) == 1 {
 		var err error
 		replies[0], err = s.checkOne(ctx, calls[0])
@@ -120,12 +161,14 @@ func (s *Store) decide(c sluice.Check, calls []call, replies []checkReply, d *sl
 	n := len(c.Hits)
 	d.Reset(n)
 	d.Source = sluice.FromStore
-	byHit := make([]hitReply, n)
-	allowed := true
-	for k, cl := range calls {
-		allowed = allowed && replies[k].allowed
-		for j, i := range cl.hits {
-			byHit[i] = replies[k].hits[j]
+	byHit, allowed := replies[0].hits, replies[0].allowed // one call: in hit order
+	if len(calls) > 1 {
+		byHit, allowed = make([]hitReply, n), true
+		for k, cl := range calls {
+			allowed = allowed && replies[k].allowed
+			for j, i := range cl.hits {
+				byHit[i] = replies[k].hits[j]
+			}
 		}
 	}
 	recorded := allowed && c.Cost > 0

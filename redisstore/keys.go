@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 )
@@ -36,23 +37,34 @@ func stateKey(prefix string, h sluice.Hit, group string) (key, tag string) {
 	if group != "" {
 		tag = encodePart(group)
 	}
-	b := make([]byte, 0, len(prefix)+len(h.Zone)+len(tag)+48)
-	b = append(b, prefix...)
-	b = append(b, encodePart(h.Zone)...)
-	b = append(b, '{')
-	b = append(b, tag...)
-	b = append(b, "}:"...)
-	b = append(b, algoCode[h.Limit.Algo()]...)
-	b = strconv.AppendInt(b, h.Limit.Window.Microseconds(), 10)
-	if h.Limit.Algo() == sluice.Buckets {
-		b = append(b, '/')
-		b = strconv.AppendInt(b, h.Limit.Bucket().Microseconds(), 10)
-	}
+	zone := encodePart(h.Zone)
+	var suffix string
 	if group != "" {
-		b = append(b, ':')
-		b = append(b, encodePart(h.Key)...)
+		suffix = encodePart(h.Key)
 	}
-	return string(b), tag
+	// The numbers go through a stack buffer and the key is built in one
+	// allocation of its exact size.
+	var buf [48]byte
+	num := strconv.AppendInt(buf[:0], h.Limit.Window.Microseconds(), 10)
+	if h.Limit.Algo() == sluice.Buckets {
+		num = append(num, '/')
+		num = strconv.AppendInt(num, h.Limit.Bucket().Microseconds(), 10)
+	}
+	code := algoCode[h.Limit.Algo()]
+	var b strings.Builder
+	b.Grow(len(prefix) + len(zone) + len(tag) + len(code) + len(num) + len(suffix) + 4)
+	b.WriteString(prefix)
+	b.WriteString(zone)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteString("}:")
+	b.WriteString(code)
+	b.Write(num)
+	if group != "" {
+		b.WriteByte(':')
+		b.WriteString(suffix)
+	}
+	return b.String(), tag
 }
 
 // encodePart escapes s so that it contains only printable ASCII other than

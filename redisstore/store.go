@@ -109,9 +109,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
 	}
 	calls := s.plan(c, true)
-	callCtx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	replies, err := s.runChecks(callCtx, calls)
+	replies, err := s.runChecks(ctx, calls)
 	if err == nil {
 		s.decide(c, calls, replies, d)
 	}
