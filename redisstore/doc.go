@@ -48,7 +48,8 @@
 // round trip and no shared "loaded" flag that could go stale.
 //
 // Replies are arrays of strings; numbers are printed by the script with
-// '%.17g', which round-trips every double, so a fractional Used crosses the
+// '%.17g', which round-trips every double (batch.lua prints integral values
+// below 2^53 with '%d', the same text, faster), so a fractional Used crosses the
 // wire exactly and never as a Lua float converted to a Redis integer. One
 // function per reply shape (decodeCheck, and decodeBatchPart for
 // batch.lua's compact form) checks and decodes it; any deviation is an
@@ -79,7 +80,11 @@
 // batch is split by hash slot (one call per slot); a check across slots is
 // never batched (so in a Cluster, checks spread over many keys rarely
 // share a call; hot keys and Groups do). The time a check waits in the
-// queue counts against Options.Timeout. In a batch, a check that fails (a key of the wrong type
+// queue counts against Options.Timeout, without a timer per check: each
+// queued check carries its deadline, and a batch call runs until the
+// earliest deadline of its checks (those ahead of it in the queue have
+// earlier ones), so every check is answered or failed within its Timeout
+// at the cost of one timer per batch. In a batch, a check that fails (a key of the wrong type
 // under the prefix) fails alone, before writing anything. With the Redis
 // clock, the checks of one call share one TIME reading. Workers are
 // goroutines started only while there is work: an idle Store runs none.
