@@ -145,8 +145,14 @@ func (q *coalescer) runBySlot(batch []*pending) {
 // run decides batch with one batch.lua call and hands each check its
 // reply. The call's deadline is its checks' earliest, so that each check
 // is bounded by its own Timeout (a check queued later is cut short by at
-// most the time it queued behind).
+// most the time it queued behind). A check whose deadline passed in the
+// queue (Redis slower than Timeout) fails at once and is not sent, so that
+// it cannot cut short the others.
 func (q *coalescer) run(batch []*pending) {
+	batch = dropExpired(batch, time.Now())
+	if len(batch) == 0 {
+		return
+	}
 	keys, args := batchArgs(batch, q.s.padding)
 	deadline := batch[0].deadline
 	for _, p := range batch[1:] {
@@ -165,6 +171,21 @@ func (q *coalescer) run(batch []*pending) {
 		}
 		p.done <- r
 	}
+}
+
+// dropExpired answers the checks of batch whose deadline is not after now
+// with context.DeadlineExceeded, as their own timer would have, and
+// returns the others (in place).
+func dropExpired(batch []*pending, now time.Time) []*pending {
+	live := batch[:0]
+	for _, p := range batch {
+		if !now.Before(p.deadline) {
+			p.done <- batchResult{err: context.DeadlineExceeded}
+			continue
+		}
+		live = append(live, p)
+	}
+	return live
 }
 
 // batchArgs builds batch.lua's KEYS and ARGV from each check's check.lua
