@@ -14,7 +14,7 @@ import (
 
 func TestScriptFlushStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	g := newGuard(t, newStore(t, srv.URL()), edge.GuardOptions{Policy: edge.PolicyClosed})
+	g := newGuard(t, newStore(t, srv.URL()), edge.GuardOptions{Policy: edge.PolicyClosed, Timeout: time.Second})
 	flushBetweenChecks(t, g, func() {
 		if err := srv.Do("SCRIPT", "FLUSH").Error(); err != nil {
 			t.Fatalf("SCRIPT FLUSH: %v", err)
@@ -24,7 +24,7 @@ func TestScriptFlushStandalone(t *testing.T) {
 
 func TestScriptFlushCluster(t *testing.T) {
 	cl := redistest.NewCluster(t)
-	g := newGuard(t, newStore(t, cl.URL()), edge.GuardOptions{Policy: edge.PolicyClosed})
+	g := newGuard(t, newStore(t, cl.URL()), edge.GuardOptions{Policy: edge.PolicyClosed, Timeout: time.Second})
 	flushBetweenChecks(t, g, func() {
 		for _, n := range cl.Nodes() {
 			if err := n.Do("SCRIPT", "FLUSH").Error(); err != nil {
