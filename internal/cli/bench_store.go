@@ -2,12 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // Direct use of a store, without a server: bench -store, and check and
@@ -33,21 +34,24 @@ func directLimits(spec, algorithm string) ([]sluice.Limit, error) {
 }
 
 // openStore opens the store named by target: "memory" or a Redis URL
-// (redis://, rediss://, redis-sentinel://, redis-cluster://). close
-// releases it.
+// (redis://, rediss://, redis-sentinel://, redis-cluster://), through
+// server.OpenStore, the one place a store is built. close releases it.
 func openStore(target, prefix string, timeout time.Duration) (store sluice.Limiter, close func() error, err error) {
-	if target == "memory" {
-		s, err := memstore.New(memstore.Options{})
-		return s, func() error { return nil }, err
+	cfg := config.Store{Kind: config.Memory}
+	if target != "memory" {
+		if !strings.HasPrefix(target, "redis") {
+			return nil, nil, fmt.Errorf("%w: store %q: want memory or a Redis URL such as redis://127.0.0.1:6379", sluice.ErrInvalid, target)
+		}
+		cfg = config.Store{Kind: config.Redis, URL: target, Prefix: prefix, Timeout: timeout}
 	}
-	if !strings.HasPrefix(target, "redis") {
-		return nil, nil, fmt.Errorf("%w: store %q: want memory or a Redis URL such as redis://127.0.0.1:6379", sluice.ErrInvalid, target)
-	}
-	s, err := redisstore.New(redisstore.Options{URL: target, Prefix: prefix, Timeout: timeout})
+	s, err := server.OpenStore(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, s.Close, nil
+	if s.Close == nil {
+		return s.Limiter, func() error { return nil }, nil
+	}
+	return s.Limiter, s.Close, nil
 }
 
 // directCheck builds the check of keys in zone under limits.
