@@ -21,6 +21,7 @@ type batch struct {
 	nlocked int
 	entries [sluice.MaxHits]*entry
 	stored  [sluice.MaxHits]bool // entries[i] is in its shard
+	sums    [sluice.MaxHits][idSum]byte // digest of hit i's identity, if long
 	hits    [sluice.MaxHits]algo.Hit
 	out     [sluice.MaxHits]algo.Outcome
 }
@@ -39,6 +40,9 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 		}
 		kh := s.keyHash(h.Zone, h.Key)
 		b.shard[i] = uint32(kh & s.mask)
+		if len(h.Zone)+len(h.Key) > maxWhole {
+			digest(&b.sums[i], h.Zone, h.Key)
+		}
 		b.hashes[i] = stateHash(kh, b.key(i))
 		b.addShard(b.shard[i])
 	}
@@ -50,7 +54,11 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 // copies of its strings would make every caller's Hits escape.)
 func (b *batch) key(i int) stateKey {
 	p := &b.hits[i].Params
-	return stateKey{zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	k := stateKey{zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	if len(k.zone)+len(k.key) > maxWhole {
+		k.sum = &b.sums[i]
+	}
+	return k
 }
 
 // addShard inserts sh into the sorted distinct shards of order, unless it

@@ -1,21 +1,60 @@
 package memstore
 
-import "github.com/sluicehq/sluice/internal/algo"
+import (
+	"crypto/sha256"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/algo"
+)
 
 // stateKey identifies one state: the fields by which two sluice.Hits share
 // state. Lookups build it from the caller's strings, without copying.
 type stateKey struct {
 	zone, key string
+	// sum is the digest of zone and key when together they are longer than
+	// maxWhole (see identity), else nil. It points into the caller's stack.
+	sum       *[idSum]byte
 	window    int64 // µs
 	bucket    int64 // µs
 	algorithm uint8 // see algoCode
 }
 
-// inlineID is the longest zone+key an entry holds in its own memory; longer
-// identities are kept in one separate string. Short keys (addresses, user
-// and token IDs) thus cost no allocation of their own and no extra cache
-// miss to compare.
-const inlineID = 32
+// An entry keeps its state's zone and key in one of three ways, by their
+// length together, so that a state costs a bounded number of bytes however
+// long its key (sluice.MaxKeyLen is 64 KiB):
+//
+//   - up to inlineID bytes: whole, in the entry's own memory. Short keys
+//     (addresses, user and token IDs) cost no allocation of their own and
+//     no extra cache miss to compare.
+//   - up to maxWhole bytes: whole, in one separate string.
+//   - longer: the SHA-256 of zone and key, in the entry's own memory, and
+//     the zone's length. Two identities share a state only if their
+//     digests collide, which nobody knows how to make happen.
+const (
+	inlineID = 32
+	maxWhole = 64
+	idSum    = sha256.Size // == inlineID: a digest fits the inline array
+)
+
+// identity returns k with its digest set when zone and key are too long to
+// keep whole, written into sum.
+func identity(k stateKey, sum *[idSum]byte) stateKey {
+	if len(k.zone)+len(k.key) > maxWhole {
+		digest(sum, k.zone, k.key)
+		k.sum = sum
+	}
+	return k
+}
+
+// digest writes the SHA-256 of zone followed by key into sum, without
+// copying or allocating. (The zone's length is kept beside the digest, so
+// the concatenation is unambiguous.)
+func digest(sum *[idSum]byte, zone, key string) {
+	h := sha256.New()
+	h.Write(unsafe.Slice(unsafe.StringData(zone), len(zone))) // read only
+	h.Write(unsafe.Slice(unsafe.StringData(key), len(key)))
+	h.Sum(sum[:0])
+}
 
 // entry is one stored state and its identity. Entries whose identities
 // hash alike are chained.
@@ -27,8 +66,8 @@ type entry struct {
 	bucket    int64
 	zoneLen   int32
 	algorithm uint8
-	inlineLen uint8  // length of zone+key in inline; 0 when it is in long
-	long      string // zone+key, when longer than inlineID
+	inlineLen uint8  // length of zone+key in inline; 0 when it is in long or hashed
+	long      string // zone+key, when longer than inlineID and at most maxWhole
 	inline    [inlineID]byte
 }
 
@@ -38,18 +77,24 @@ func (e *entry) setID(k stateKey) {
 	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
 	e.zoneLen = int32(len(k.zone))
 	n := len(k.zone) + len(k.key)
-	if n <= inlineID {
+	switch {
+	case k.sum != nil:
+		e.inline = *k.sum
+	case n <= inlineID:
 		copy(e.inline[copy(e.inline[:], k.zone):], k.key)
 		e.inlineLen = uint8(n) // keys are never empty, so n > 0
-		return
+	default:
+		e.long = k.zone + k.key
 	}
-	e.long = k.zone + k.key
 }
 
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
 	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm || int(e.zoneLen) != len(k.zone) {
 		return false
+	}
+	if k.sum != nil {
+		return e.inlineLen == 0 && e.long == "" && e.inline == *k.sum
 	}
 	z := int(e.zoneLen)
 	if e.inlineLen > 0 {
