@@ -20,7 +20,7 @@ type batch struct {
 	order   [sluice.MaxHits]uint32 // distinct shards, ascending
 	nlocked int
 	entries [sluice.MaxHits]*entry
-	stored  [sluice.MaxHits]bool // entries[i] is in its shard
+	stored  [sluice.MaxHits]bool        // entries[i] is in its shard
 	sums    [sluice.MaxHits][idSum]byte // digest of hit i's identity, if long
 	hits    [sluice.MaxHits]algo.Hit
 	out     [sluice.MaxHits]algo.Outcome
