@@ -91,14 +91,14 @@ func (s GuardStats) Degraded() uint64 { return s.FailOpen + s.FailClosed + s.Fal
 // only one per store call while the store is failing (see the package
 // doc).
 type Guard struct {
-	store      sluice.Limiter
-	policy     Policy
-	timeout    time.Duration
-	breaker    *Breaker
-	fallback   sluice.Limiter
-	name       string
-	log        *slog.Logger
-	logs       throttle
+	store    sluice.Limiter
+	policy   Policy
+	timeout  time.Duration
+	breaker  *Breaker
+	fallback sluice.Limiter
+	name     string
+	log      *slog.Logger
+	logs     throttle
 
 	calls     sync.Pool // of *call
 	abandoned atomic.Int64

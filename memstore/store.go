@@ -45,13 +45,13 @@ type Options struct {
 // Store is the in-memory sluice.Limiter. It is safe for concurrent use and
 // starts no goroutine: there is nothing to close.
 type Store struct {
-	now        func() time.Time       // nil: the anchored system clock
-	anchor     atomic.Pointer[anchor] // when now is nil
-	seed       maphash.Seed
-	shards     []shard
-	mask       uint64
-	evictions  atomic.Uint64
-	expired    atomic.Uint64
+	now       func() time.Time       // nil: the anchored system clock
+	anchor    atomic.Pointer[anchor] // when now is nil
+	seed      maphash.Seed
+	shards    []shard
+	mask      uint64
+	evictions atomic.Uint64
+	expired   atomic.Uint64
 }
 
 var _ sluice.Limiter = (*Store)(nil)
