@@ -16,13 +16,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/wire"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// The server's decision API (internal/server).
+// The server's decision API (internal/server, internal/wire).
 const (
-	checkPath = "/v1/check"
-	resetPath = "/v1/reset"
+	checkPath = wire.CheckPath
+	resetPath = wire.ResetPath
 )
 
 // defaultServer is where "sluice serve" listens without flags.
@@ -106,7 +107,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return 2
 	}
-	var d *apiDecision
+	var d *wire.Response
 	var raw []byte
 	if f.redis != "" {
 		d, err = f.checkRedis(ctx, cost)
@@ -126,7 +127,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	case f.json:
 		json.NewEncoder(env.Stdout).Encode(d)
 	default:
-		d.print(env.Stdout)
+		printDecision(env.Stdout, d)
 	}
 	if !d.Allowed {
 		return exitDenied
@@ -135,12 +136,12 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 }
 
 // checkServer asks the server, and returns its decision and its JSON.
-func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*apiDecision, []byte, error) {
-	_, raw, err := post(ctx, base+checkPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
+func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*wire.Response, []byte, error) {
+	_, raw, err := post(ctx, base+checkPath, f.timeout, wire.Request{Zone: f.zone, Keys: f.keys, Cost: &cost})
 	if err != nil {
 		return nil, nil, err
 	}
-	var d apiDecision
+	var d wire.Response
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, nil, fmt.Errorf("%s: unreadable answer: %v", base+checkPath, err)
 	}
@@ -148,7 +149,7 @@ func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*api
 }
 
 // checkRedis decides the check on Redis directly.
-func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*apiDecision, error) {
+func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*wire.Response, error) {
 	limits, err := directLimits(f.limit, f.algorithm)
 	if err != nil {
 		return nil, err
@@ -166,37 +167,9 @@ func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*apiDecision, er
 	return decisionView(f.zone, c, &d), nil
 }
 
-// apiRequest is the body of POST /v1/check and /v1/reset.
-type apiRequest struct {
-	Zone string   `json:"zone"`
-	Keys []string `json:"keys"`
-	Cost *int64   `json:"cost,omitempty"`
-}
-
-// apiDecision is the answer of POST /v1/check, 200 or 429.
-type apiDecision struct {
-	Allowed    bool     `json:"allowed"`
-	Zone       string   `json:"zone"`
-	Source     string   `json:"source"`
-	Shadowed   bool     `json:"shadowed"`
-	RetryAfter float64  `json:"retry_after"`
-	Limits     []apiHit `json:"limits"`
-}
-
-type apiHit struct {
-	Key        string  `json:"key"`
-	Name       string  `json:"name"`
-	Limit      string  `json:"limit"`
-	Algorithm  string  `json:"algorithm"`
-	Allowed    bool    `json:"allowed"`
-	Shadow     bool    `json:"shadow"`
-	Used       float64 `json:"used"`
-	Remaining  int64   `json:"remaining"`
-	RetryAfter float64 `json:"retry_after"`
-	ResetAfter float64 `json:"reset_after"`
-}
-
-func (d *apiDecision) print(w io.Writer) {
+// printDecision writes d for a person: the verdict, then a table of the
+// limits.
+func printDecision(w io.Writer, d *wire.Response) {
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "denied: retry after " + seconds(d.RetryAfter)
@@ -281,27 +254,6 @@ func problemText(status string, raw []byte) string {
 // key, for the load generator: no allocation beyond dst.
 func checkBody(zone string, cost int64) func(dst []byte, key string) []byte {
 	return func(dst []byte, key string) []byte {
-		dst = append(dst, `{"zone":`...)
-		dst = appendJSONString(dst, zone)
-		dst = append(dst, `,"key":`...)
-		dst = appendJSONString(dst, key)
-		dst = append(dst, `,"cost":`...)
-		dst = strconv.AppendInt(dst, cost, 10)
-		return append(dst, '}')
+		return wire.AppendRequest(dst, zone, key, cost)
 	}
-}
-
-// appendJSONString appends s as a JSON string. strconv.Quote is not JSON
-// for control and non-ASCII bytes, so anything unusual goes through
-// encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }

@@ -133,8 +133,8 @@ func TestAPIErrors(t *testing.T) {
 	}{
 		{"bad JSON", "/v1/check", `{"zone":`, 400, "invalid JSON body"},
 		{"not an object", "/v1/check", `[1]`, 400, "invalid JSON body"},
-		{"trailing data", "/v1/check", `{"zone":"three","key":"a"} {}`, 400, "data after the object"},
-		{"trailing brace", "/v1/check", `{"zone":"three","key":"a"}}`, 400, "data after the object"},
+		{"trailing data", "/v1/check", `{"zone":"three","key":"a"} {}`, 400, "after top-level value"},
+		{"trailing brace", "/v1/check", `{"zone":"three","key":"a"}}`, 400, "after top-level value"},
 		{"unknown field", "/v1/check", `{"zone":"three","key":"a","costs":1}`, 400, `unknown field "costs"`},
 		{"missing zone", "/v1/check", `{"key":"a"}`, 400, `missing "zone"`},
 		{"unknown zone", "/v1/check", `{"zone":"four","key":"a"}`, 404, `no zone named "four"`},
