@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 // them (see docs/server.md).
 const (
 	headerRealIP         = "X-Real-Ip"
+	headerForwardedFor   = "X-Forwarded-For"
 	headerOriginalURI    = "X-Original-Uri"
 	headerOriginalMethod = "X-Original-Method"
 	headerOriginalHost   = "X-Original-Host"
@@ -41,6 +43,10 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	orig, err := originalRequest(r, st.cfg.TrustedProxies)
+	if errors.Is(err, httplimit.ErrNoKey) {
+		s.writeUndecided(w, r, err, http.StatusUnauthorized)
+		return
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -95,13 +101,18 @@ func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStat
 }
 
 // originalRequest rebuilds the request nginx is asking about, for the
-// zones' key functions: its client address from X-Real-IP, its URI from
-// X-Original-URI, its method and host, and the forwarded headers.
+// zones' key functions: its client address, its URI from X-Original-URI,
+// its method and host, and the forwarded headers.
 //
-// X-Real-IP is believed only from a peer that is a loopback address (nginx
-// on the same host) or inside the configured trusted_proxies; from anyone
-// else it is ignored and the peer itself is the client, so a caller that
-// reaches the API listener directly cannot choose its own key.
+// The connection's peer is the front proxy asking (nginx, Traefik's
+// ForwardAuth, Caddy's forward_auth). It may speak for the client when it
+// is a loopback address or inside the configured trusted_proxies; the
+// client address is then read from X-Forwarded-For and X-Real-IP exactly
+// as the reverse proxy reads them (httplimit.ClientAddr, with the peer
+// itself trusted too). From any other peer both headers are ignored and
+// the peer is the client, so a caller that reaches the API listener
+// directly cannot choose its own key. The zones then see the client as
+// the peer of a request without forwarding headers.
 func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, error) {
 	orig := &http.Request{
 		Method:     r.Method,
@@ -111,8 +122,17 @@ func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, er
 		URL:        &url.URL{Path: "/"},
 	}
 	orig = orig.WithContext(r.Context())
-	if ip := strings.TrimSpace(r.Header.Get(headerRealIP)); ip != "" && peerTrusted(r.RemoteAddr, trusted) {
-		orig.RemoteAddr = net.JoinHostPort(ip, "0")
+	if peer, ok := trustedPeer(r.RemoteAddr, trusted); ok {
+		client, err := httplimit.ClientAddr(append(trusted[:len(trusted):len(trusted)], peer))(r)
+		if err != nil {
+			return nil, err
+		}
+		orig.RemoteAddr = net.JoinHostPort(client, "0")
+	}
+	if len(r.Header[headerForwardedFor]) > 0 || len(r.Header[headerRealIP]) > 0 {
+		orig.Header = r.Header.Clone()
+		delete(orig.Header, headerForwardedFor)
+		delete(orig.Header, headerRealIP)
 	}
 	if uri := r.Header.Get(headerOriginalURI); uri != "" {
 		u, err := url.ParseRequestURI(uri)
@@ -130,21 +150,23 @@ func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, er
 	return orig, nil
 }
 
-// peerTrusted reports whether the connection's peer may speak for the
-// client: a loopback address, or one inside trusted.
-func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
+// trustedPeer reports whether the connection's peer may speak for the
+// client (a loopback address, or one inside trusted) and returns it as a
+// one-address prefix.
+func trustedPeer(remoteAddr string, trusted []netip.Prefix) (netip.Prefix, bool) {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	if err != nil {
-		return false
+		return netip.Prefix{}, false
 	}
-	a := ap.Addr().Unmap()
+	a := ap.Addr().WithZone("").Unmap()
+	self := netip.PrefixFrom(a, a.BitLen())
 	if a.IsLoopback() {
-		return true
+		return self, true
 	}
 	for _, p := range trusted {
 		if p.Contains(a) {
-			return true
+			return self, true
 		}
 	}
-	return false
+	return netip.Prefix{}, false
 }
