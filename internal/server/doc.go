@@ -38,7 +38,9 @@
 //     turns any status but 2xx, 401 and 403 into a 500; nginx maps the 403
 //     to 429. ?deny_status= serves proxies that pass any status on. A
 //     request without a key for a zone gets 401 (a missing credential).
-//     /v1/auth believes X-Real-IP only from loopback peers and trusted_proxies.
+//     /v1/auth reads the client address from X-Forwarded-For and X-Real-IP
+//     as the proxy does (httplimit.ClientAddr), only from loopback peers and
+//     trusted_proxies.
 //   - The proxy answers a request without a key 400, as the httplimit
 //     middleware does; a key source with first_of falls back instead.
 //   - A reload changes zones, rules, trusted proxies, proxy headers and the
