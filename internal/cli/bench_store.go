@@ -9,7 +9,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Direct use of a store, without a server: bench -store, and check and
@@ -67,12 +66,12 @@ func directCheck(zone string, keys []string, limits []sluice.Limit, cost int64) 
 }
 
 // decisionView renders a store's decision as the server's API would.
-func decisionView(zone string, c sluice.Check, d *sluice.Decision) *wire.Response {
-	v := &wire.Response{Allowed: d.Allowed, Zone: zone, Source: d.Source.String(), Shadowed: d.Shadowed,
+func decisionView(zone string, c sluice.Check, d *sluice.Decision) *apiDecision {
+	v := &apiDecision{Allowed: d.Allowed, Zone: zone, Source: d.Source.String(), Shadowed: d.Shadowed,
 		RetryAfter: d.RetryAfter().Seconds()}
 	for i, h := range d.Hits {
 		hit := c.Hits[i]
-		v.Limits = append(v.Limits, wire.Limit{
+		v.Limits = append(v.Limits, apiHit{
 			Key: hit.Key, Name: hit.Limit.Label(), Limit: hit.Limit.String(), Algorithm: string(hit.Limit.Algo()),
 			Allowed: h.Allowed, Shadow: h.Shadow, Used: h.Used, Remaining: h.Remaining,
 			RetryAfter: h.RetryAfter.Seconds(), ResetAfter: h.ResetAfter.Seconds(),

@@ -107,7 +107,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return 2
 	}
-	var d *wire.Response
+	var d *apiDecision
 	var raw []byte
 	if f.redis != "" {
 		d, err = f.checkRedis(ctx, cost)
@@ -136,12 +136,12 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 }
 
 // checkServer asks the server, and returns its decision and its JSON.
-func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*wire.Response, []byte, error) {
-	_, raw, err := post(ctx, base+checkPath, f.timeout, wire.Request{Zone: f.zone, Keys: f.keys, Cost: &cost})
+func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*apiDecision, []byte, error) {
+	_, raw, err := post(ctx, base+checkPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
 	if err != nil {
 		return nil, nil, err
 	}
-	var d wire.Response
+	var d apiDecision
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, nil, fmt.Errorf("%s: unreadable answer: %v", base+checkPath, err)
 	}
@@ -149,7 +149,7 @@ func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*wir
 }
 
 // checkRedis decides the check on Redis directly.
-func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*wire.Response, error) {
+func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*apiDecision, error) {
 	limits, err := directLimits(f.limit, f.algorithm)
 	if err != nil {
 		return nil, err
@@ -167,9 +167,17 @@ func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*wire.Response, 
 	return decisionView(f.zone, c, &d), nil
 }
 
+// The bodies of the decision API, as internal/wire defines them for the
+// server, the CLI and the tests.
+type (
+	apiRequest  = wire.Request
+	apiDecision = wire.Response
+	apiHit      = wire.Limit
+)
+
 // printDecision writes d for a person: the verdict, then a table of the
 // limits.
-func printDecision(w io.Writer, d *wire.Response) {
+func printDecision(w io.Writer, d *apiDecision) {
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "denied: retry after " + seconds(d.RetryAfter)

@@ -10,8 +10,6 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/server"
-
-	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // startServer runs the real sluice server in-process on a free port with
@@ -67,7 +65,7 @@ func TestCheckAndReset(t *testing.T) {
 	}
 	// A peek (cost 0) spends nothing and always fits, and -json passes the server's answer on.
 	code, out, _ = check("-cost", "0", "-json", "bob")
-	var d wire.Response
+	var d apiDecision
 	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 || !d.Allowed || len(d.Limits) != 2 || d.Limits[0].Remaining != 3 {
 		t.Fatalf("peek: exit %d, %+v, %v", code, d, err)
 	}
@@ -129,7 +127,7 @@ func TestCheckRedis(t *testing.T) {
 		}
 	}
 	code, out, _ := direct("check", "-json", "-cost", "0", "alice")
-	var d wire.Response
+	var d apiDecision
 	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 || len(d.Limits) != 2 || d.Limits[0].Algorithm != "gcra" || d.Limits[0].Remaining != 0 || d.Limits[1].Remaining != 8 {
 		t.Fatalf("peek: exit %d, %s, %v", code, out, err)
 	}
