@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // TestWorstWindow holds the two-pointer pass to a brute force: the most
@@ -115,5 +117,44 @@ func TestWorstWindowOnATrace(t *testing.T) {
 	}
 	if shadow.Results[0].WorstWindow != nil {
 		t.Errorf("shadow mode reports a worst window: %+v", shadow.Results[0].WorstWindow)
+	}
+}
+
+// flood is one source offering a request every 10 ms from start until
+// 25 s: far over any limit here, from idle.
+func flood(start float64) fixed {
+	var at []float64
+	for t := start; t < 25; t += 0.01 {
+		at = append(at, t)
+	}
+	return fixed{seconds(at...)}
+}
+
+// TestFloodFromIdle shows how the window estimates reach their worst
+// window. At 10 per 10 s, a flood that starts 5 s into a window (and into
+// a 1 s bucket: 0.5 s) has its first 10 requests admitted at once. A
+// window later, sliding-window discounts them linearly from the window's
+// start, and buckets from their bucket's start, although they are all
+// still inside the window: each unit freed is taken by the flood, until
+// they leave the window 5 s later. That is nearly half a limit more (the
+// part of the window, or bucket, before the flood): 14 requests in
+// (5 s, 15 s]. The log admits exactly 10; gcra its burst of 10 plus one
+// every second, 19.
+func TestFloodFromIdle(t *testing.T) {
+	p := algo.Params{Rate: 10, Window: 10 * sec, Bucket: sec}
+	for _, c := range []struct {
+		start float64
+		algo  string
+		want  int64
+	}{
+		{5, "sliding-window", 14}, {5.5, "buckets", 14}, {5, "log", 10}, {5, "gcra", 19},
+	} {
+		rep, err := Run(context.Background(), flood(c.start), p, Options{Algorithms: []string{c.algo}, Enforce: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rep.Results[0].WorstWindow; got.Sources != 1 || got.Max != float64(c.want)/10 {
+			t.Errorf("%s, flood from %v s: worst window %+v, want %d requests (%v L)", c.algo, c.start, got, c.want, float64(c.want)/10)
+		}
 	}
 }
