@@ -167,11 +167,15 @@ func (rep *Report) writeModelTable(w io.Writer) error {
 // of the trace, then each class's results as shares of its own requests.
 func (rep *Report) WriteClassTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "class\tsources\trequests\tshare of requests\tof them over the limit (exact)\t")
+	fmt.Fprintln(tw, "class\tsources\trequests\tshare of requests\tover the limit (exact)\t")
 	for _, c := range rep.Classes {
-		over := "-" // in enforcing mode, each algorithm has its own reference
-		if rep.Mode == "shadow" && len(c.Results) > 0 {
-			over = fmt.Sprintf("%.2f%%", 100*float64(c.Results[0].ExactLimited)/float64(max(1, c.Requests)))
+		over := "-"
+		switch {
+		case len(c.Results) == 0:
+		case c.Results[0].WorstWindow != nil: // enforcing: each algorithm has its own reference
+			over = fmt.Sprintf("%d sources", c.Results[0].WorstWindow.Sources)
+		case rep.Mode == "shadow":
+			over = fmt.Sprintf("%.2f%% of requests", 100*float64(c.Results[0].ExactLimited)/float64(max(1, c.Requests)))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%s\t\n", c.Class, c.Sources, c.Requests,
 			100*float64(c.Requests)/float64(max(1, rep.Requests)), over)
