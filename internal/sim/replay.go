@@ -44,7 +44,7 @@ type tally struct {
 	falselyLetThrough int64
 	worstMiss         int64 // highest real count of a source falsely let through
 	modelWrong        int64 // verdicts that differ from the algorithm's own model's
-	modelDiff         sum   // Σ |estimate − model| / model
+	modelDiff         sum   // Σ |usage − model's usage| / (model's usage + 1)
 	overSources       int64 // enforcing: sources whose offered requests exceed Rate in some window
 	worstSum          int64 // enforcing: Σ over those sources of the worst window admitted
 	worstMax          int64 // enforcing: the largest of them
