@@ -139,12 +139,15 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 	fmt.Fprintf(env.Stdout, "%d requests from %d sources over %v, %s profile, limit %s, seed %d, %s mode, %v\n",
 		report.Requests, report.Sources, f.duration, f.profile, f.limit, f.seed, report.Mode, elapsed.Round(time.Millisecond))
 	if w := report.Results[0].WorstWindow; w != nil {
-		fmt.Fprintf(env.Stdout, "each algorithm against the exact count of the requests it admitted; %d sources offer more than the limit in some window\n\n", w.Sources)
+		fmt.Fprintf(env.Stdout, "each algorithm against the exact count of the requests it admitted; %d sources offer more than the limit in some window\n", w.Sources)
 	} else if r0 := report.Results[0]; r0.Model == "exact window" {
-		fmt.Fprintf(env.Stdout, "exact log: %.3f%% of requests over the limit; %d sources over it at some point\n"+
-			"gcra records only what it allows, as a GCRA does, and is compared with the exact count of that\n\n",
+		fmt.Fprintf(env.Stdout, "exact log: %.3f%% of requests over the limit; %d sources over it at some point\n",
 			100*float64(r0.ExactLimited)/float64(max(1, report.Requests)), r0.SourcesOver)
 	}
+	if !f.enforce && slices.Contains(f.algorithms, "gcra") {
+		fmt.Fprintln(env.Stdout, "gcra records only what it allows, as a GCRA does, and is compared with the exact count of that")
+	}
+	fmt.Fprintln(env.Stdout)
 	if err := report.WriteTable(env.Stdout); err != nil || !f.classes {
 		return err
 	}
