@@ -94,7 +94,9 @@ func (s *Server) proxyHandler() http.Handler {
 //     "/%2e/api/x" all become "/api/x". A path that changes is forwarded in
 //     its cleaned form, so the upstream serves what the rule matched. A path
 //     that would change and holds an encoded slash ("%2F") is refused:
-//     decoded, its segments are not the upstream's.
+//     decoded, its segments are not the upstream's. So is a path with a
+//     literal backslash, which URLs do not allow and some servers read as
+//     a slash.
 //   - the host loses its port and trailing dots and is lower-cased:
 //     "API.Example.COM.:443" matches as "api.example.com". The upstream
 //     gets it in X-Forwarded-Host (with the port, if any).
@@ -102,6 +104,9 @@ func (s *Server) proxyHandler() http.Handler {
 // Paths stay case-sensitive, as URLs are: "/API/x" does not match a rule
 // for "/api/".
 func normalize(r *http.Request) error {
+	if raw, _, _ := strings.Cut(r.RequestURI, "?"); strings.IndexByte(raw, '\\') >= 0 {
+		return errors.New("the path holds a backslash, which a URL may not; encode it as %5C")
+	}
 	p := r.URL.Path
 	clean := cleanPath(p)
 	if clean != p {
