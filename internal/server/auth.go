@@ -32,9 +32,10 @@ const DefaultAuthDenyStatus = http.StatusForbidden
 // handleAuth serves /v1/auth?zone=NAME[&zone=NAME...][&deny_status=N], the
 // target of nginx's auth_request: 204 when the original request may
 // proceed, 403 (or deny_status) with Retry-After when it is denied, 401
-// when it carries no key for a zone. The original request is described
-// by X-Real-IP, X-Original-URI, X-Original-Method and X-Original-Host (or
-// Host), and its other headers, which nginx forwards.
+// when it carries no key for a zone (or forwarding headers that disagree).
+// The original request is described by X-Forwarded-For and X-Real-IP (see
+// originalRequest), X-Original-URI, X-Original-Method and X-Original-Host
+// (or Host), and its other headers, which nginx forwards.
 func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	zones, group, denyStatus, err := st.authParams(r.URL.Query())
