@@ -131,3 +131,45 @@ func TestLongKeysAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestLongKeysIdentity: digested identities are told apart as whole ones
+// are (a last byte, the split between zone and key, the limit), and Reset
+// forgets them.
+func TestLongKeysIdentity(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, Options{Now: func() time.Time { return now }})
+	long := strings.Repeat("x", 200)
+	lim := sluice.Limit{Rate: 1, Window: time.Hour}
+	var d sluice.Decision
+	check := func(zone, key string, l sluice.Limit) bool {
+		t.Helper()
+		if err := s.Check(context.Background(), sluice.Check{Hits: []sluice.Hit{{Zone: zone, Key: key, Limit: l}}, Cost: 1}, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	for _, c := range []struct{ zone, key string }{
+		{"z", long + "a"},
+		{"z", long + "b"},      // another last byte
+		{"zx", long[1:] + "a"}, // the same bytes, split elsewhere
+		{"z", long[:40] + "a"}, // kept whole, not digested
+		{"", "z" + long + "a"}, // no zone
+	} {
+		if !check(c.zone, c.key, lim) {
+			t.Errorf("zone %q, key of %d bytes: first check denied: shares state with another", c.zone, len(c.key))
+		}
+		if check(c.zone, c.key, lim) {
+			t.Errorf("zone %q, key of %d bytes: second check allowed: its state was not found", c.zone, len(c.key))
+		}
+	}
+	if !check("z", long+"a", sluice.Limit{Rate: 1, Window: time.Minute}) {
+		t.Errorf("another window shares the state of a long key")
+	}
+	c := sluice.Check{Hits: []sluice.Hit{{Zone: "z", Key: long + "a", Limit: lim}, {Zone: "z", Key: long + "b", Limit: lim}}}
+	if err := s.Reset(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if !check("z", long+"a", lim) || !check("z", long+"b", lim) {
+		t.Errorf("Reset did not forget long keys")
+	}
+}
