@@ -17,9 +17,24 @@
 //     fields are errors (a typo never silently means "default"), and
 //     repeated fields are errors. Anchors and aliases work; the walk
 //     counts nodes after alias expansion and stops at 100,000.
-//   - Cross-section checks (unknown zones in rules, duplicate names,
-//     groups) run only when every field parsed, so one typo does not
-//     cascade into unrelated messages.
+//   - Every check runs in one pass, so one run reports everything "sluice
+//     serve" would refuse, including what the stores check when they open
+//     (a Redis URL, the store timeout's 1ms minimum, a prefix with a
+//     brace). Cross-section checks (unknown zones in rules, duplicate
+//     names, groups) skip a value already reported, so one typo does not
+//     cascade into derived messages.
+//   - An empty value is a problem, never the default: nothing (null), "",
+//     [] and {} are refused wherever a field is given (omit the field to
+//     get its default); the one exception is trusted_proxies: [], which
+//     means "trust no proxy", and a rule's zones: [], "no limit".
+//     Booleans are true or false (not yes, on or "true"); integers are
+//     YAML integers > 0.
+//   - YAML is read with go.yaml.in/yaml/v4, which reports a syntax error
+//     at the line where the parser found it; a second document in the
+//     file is an error.
+//   - Rule hosts are DNS names (non-empty labels, no trailing dot) or
+//     IPv4 addresses; limit names are printable ASCII, as a
+//     RateLimit-Policy field carries them.
 //   - A zone's limits inherit the zone's algorithm, resolution and shadow
 //     flag; a limit's own setting wins. Two limits of one zone that would
 //     share counters (same algorithm and window) or the same label are an

@@ -53,6 +53,19 @@ func (l *errorList) add(line int, path, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Problem: fmt.Sprintf(format, args...)})
 }
 
+// failed reports whether a problem was already recorded at path or inside
+// it ("zones[0]" covers "zones[0].limits[1]"), so that checks made after
+// the walk do not report a second, derived problem for the same value.
+func (l *errorList) failed(path string) bool {
+	for _, e := range l.errs {
+		rest, ok := strings.CutPrefix(e.Path, path)
+		if ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			return true
+		}
+	}
+	return false
+}
+
 // err returns nil, or every problem joined; each is an *Error for
 // errors.As.
 func (l *errorList) err() error {
