@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// adminServe runs "sluice serve" with the configuration yaml and the
+// environment vars, and returns the base URL of each role's listener.
+func adminServe(t *testing.T, yaml string, vars map[string]string) map[string]string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, _ := serveInProcess(t, vars, "-config", path)
+	waitFor(t, stdout, stderr, regexp.MustCompile(`Metrics: `))
+	urls := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^sluice: serving (\w+) on (http://\S+)$`).FindAllStringSubmatch(stdout.String(), -1) {
+		urls[m[1]] = m[2]
+	}
+	return urls
+}
+
+// send posts body with a Content-Type and headers, and returns the status
+// and the body.
+func send(t *testing.T, url, contentType, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(raw)
+}
+
+const (
+	adminZones = "zones:\n  - {name: login, limits: 1r/h}\n"
+	jsonType   = "application/json"
+	formType   = "application/x-www-form-urlencoded" // what curl -d and an HTML form send
+	aliceBody  = `{"zone":"login","key":"alice"}`
+	adminToken = "s3cret-admin-token-0123456789"
+)
+
+// useUp spends alice's one request of the hour, so that a reset is seen.
+func useUp(t *testing.T, api string) {
+	t.Helper()
+	send(t, api+"/v1/check", jsonType, aliceBody)
+	if code, _, body := send(t, api+"/v1/check", jsonType, aliceBody); code != http.StatusTooManyRequests {
+		t.Fatalf("second check: %d %s, want 429", code, body)
+	}
+}
+
+// stillDenied fails the test when alice's state was reset.
+func stillDenied(t *testing.T, api, after string) {
+	t.Helper()
+	if code, _, _ := send(t, api+"/v1/check", jsonType, aliceBody); code != http.StatusTooManyRequests {
+		t.Errorf("after %s: check answered %d, want 429: the reset went through", after, code)
+	}
+}
+
+// TestAdminFormPostRefused is issue 10, defect 4's attack: a form-encoded
+// POST (curl -d, or a web page's form sent by a browser to a localhost
+// API) must not reset a key. It gets 415; application/json works.
+func TestAdminFormPostRefused(t *testing.T) {
+	api := adminServe(t, "listeners: [{addr: '127.0.0.1:0'}]\n"+adminZones, nil)["api"]
+	useUp(t, api)
+	for _, ct := range []string{formType, "text/plain", "multipart/form-data; boundary=x", ""} {
+		code, h, body := send(t, api+"/v1/reset", ct, aliceBody)
+		if code != http.StatusUnsupportedMediaType || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(body, "application/json") {
+			t.Errorf("reset with Content-Type %q: %d %s %s, want 415 problem+json", ct, code, h.Get("Content-Type"), body)
+		}
+		stillDenied(t, api, "a "+ct+" reset")
+	}
+	if code, _, body := send(t, api+"/v1/check", formType, aliceBody); code != http.StatusUnsupportedMediaType {
+		t.Errorf("form-encoded check: %d %s, want 415", code, body)
+	}
+	if code, _, body := send(t, api+"/v1/reset", "application/json; charset=utf-8", aliceBody); code != http.StatusNoContent {
+		t.Fatalf("JSON reset: %d %s, want 204", code, body)
+	}
+	if code, _, _ := send(t, api+"/v1/check", jsonType, aliceBody); code != http.StatusOK {
+		t.Errorf("after the JSON reset: %d, want 200", code)
+	}
+}
+
+// TestAdminListenerSeparate: with an admin listener, reset is not served
+// on the listener nginx reaches for /v1/auth.
+func TestAdminListenerSeparate(t *testing.T) {
+	urls := adminServe(t, "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\n"+adminZones, nil)
+	api, admin := urls["api"], urls["admin"]
+	if api == "" || admin == "" {
+		t.Fatalf("listeners %v, want api and admin", urls)
+	}
+	useUp(t, api)
+	code, _, body := send(t, api+"/v1/reset", jsonType, aliceBody)
+	if code != http.StatusNotFound || !strings.Contains(body, "served on the admin listener") {
+		t.Errorf("reset on the api listener: %d %s, want 404", code, body)
+	}
+	stillDenied(t, api, "a reset on the api listener")
+	if code, _, body := send(t, admin+"/v1/check", jsonType, aliceBody); code != http.StatusNotFound {
+		t.Errorf("check on the admin listener: %d %s, want 404 (check is not an admin endpoint here)", code, body)
+	}
+	if resp, err := http.Get(admin + "/v1/auth?zone=login"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("auth on the admin listener: %v %v, want 404", resp.StatusCode, err)
+	}
+	if code, _, body := send(t, admin+"/v1/reset", jsonType, aliceBody); code != http.StatusNoContent {
+		t.Fatalf("reset on the admin listener: %d %s, want 204", code, body)
+	}
+	if code, _, _ := send(t, api+"/v1/check", jsonType, aliceBody); code != http.StatusOK {
+		t.Errorf("after the admin reset: %d, want 200", code)
+	}
+	// "sluice reset" pointed at the admin listener.
+	var stdout, stderr bytes.Buffer
+	if code := Main(t.Context(), []string{"reset", "-server", admin, "-zone", "login", "alice"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)}); code != 0 {
+		t.Errorf("sluice reset -server admin: exit %d, stderr %s", code, &stderr)
+	}
+}
+
+// TestAdminEndpointsCheck: check can be made an admin endpoint too.
+func TestAdminEndpointsCheck(t *testing.T) {
+	urls := adminServe(t, "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\nadmin: {endpoints: [reset, check]}\n"+adminZones, nil)
+	if code, _, body := send(t, urls["api"]+"/v1/check", jsonType, aliceBody); code != http.StatusNotFound {
+		t.Errorf("check on the api listener: %d %s, want 404", code, body)
+	}
+	if code, _, body := send(t, urls["admin"]+"/v1/check", jsonType, aliceBody); code != http.StatusOK {
+		t.Errorf("check on the admin listener: %d %s, want 200", code, body)
+	}
+}
+
+// TestAdminToken: with a token, from SLUICE_ADMIN_TOKEN or a token file,
+// a reset without it or with a wrong one gets 401 and changes nothing.
+func TestAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		yaml string
+		vars map[string]string
+	}{
+		{"env", "", map[string]string{"SLUICE_ADMIN_TOKEN": adminToken}},
+		{"file", "admin: {token_file: " + tokenFile + "}\n", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := adminServe(t, "listeners: [{addr: '127.0.0.1:0'}]\n"+tt.yaml+adminZones, tt.vars)["api"]
+			useUp(t, api)
+			for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Bearer " + adminToken + "x", "Basic " + adminToken, adminToken} {
+				code, h, body := send(t, api+"/v1/reset", jsonType, aliceBody, "Authorization", auth)
+				if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") || strings.Contains(body, adminToken) {
+					t.Errorf("Authorization %q: %d %q %s, want 401 with WWW-Authenticate", auth, code, h.Get("WWW-Authenticate"), body)
+				}
+				stillDenied(t, api, "a reset with Authorization "+auth)
+			}
+			// The token does not guard check, which is not an admin endpoint.
+			if code, _, _ := send(t, api+"/v1/check", jsonType, `{"zone":"login","key":"bob"}`); code != http.StatusOK {
+				t.Errorf("check without a token: %d, want 200", code)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := Main(t.Context(), []string{"reset", "-server", api, "-zone", "login", "alice"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)}); code != 1 || !strings.Contains(stderr.String(), "401") {
+				t.Errorf("sluice reset without SLUICE_ADMIN_TOKEN: exit %d, stderr %s; want 1 and 401", code, &stderr)
+			}
+			stderr.Reset()
+			if code := Main(t.Context(), []string{"reset", "-server", api, "-zone", "login", "alice"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})}); code != 0 {
+				t.Fatalf("sluice reset with SLUICE_ADMIN_TOKEN: exit %d, stderr %s", code, &stderr)
+			}
+			if code, _, _ := send(t, api+"/v1/check", jsonType, aliceBody); code != http.StatusOK {
+				t.Errorf("after the authorized reset: %d, want 200", code)
+			}
+		})
+	}
+}
