@@ -110,7 +110,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	fs.Int64Var(&cost, "cost", 1, "cost to spend; 0 only reports the state")
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	var d *apiDecision
 	var raw []byte

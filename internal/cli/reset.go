@@ -20,7 +20,7 @@ func runReset(ctx context.Context, env Env, args []string) int {
 	f.register(env, fs)
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if f.redis != "" {
 		err = f.resetRedis(ctx)

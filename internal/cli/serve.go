@@ -47,10 +47,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "serve", "[flags]")
 	f.register(env, fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "sluice serve: unexpected argument %q\n", fs.Arg(0))

@@ -370,10 +370,10 @@ proxy:
 		t.Fatal("no error")
 	}
 	want := []string{
-		`c.yaml:6: zones[0].shadow: want true or false, got "yes"`,
-		"c.yaml:9: zones[1].key: want a list, got an empty list (omit the field to get its default)",
 		"c.yaml:2: store.timeout: 1ns is shorter than 1ms; no store call can finish in it",
+		`c.yaml:6: zones[0].shadow: want true or false, got "yes"`,
 		`c.yaml:7: zones[1].name: zone "a" is also defined at zones[0]`,
+		"c.yaml:9: zones[1].key: want a list, got an empty list (omit the field to get its default)",
 		`c.yaml:15: proxy.rules[0].host: "foo..com" is not a host name or *.domain: empty label (no leading, trailing or double dots)`,
 		`c.yaml:15: proxy.rules[0].zones[1]: unknown zone "missing"`,
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -66,12 +67,15 @@ func (l *errorList) failed(path string) bool {
 	return false
 }
 
-// err returns nil, or every problem joined; each is an *Error for
-// errors.As.
+// err returns nil, or every problem joined, sorted by line; each is an
+// *Error for errors.As.
 func (l *errorList) err() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
+	// In the order of the file: problems found after the walk (references,
+	// bounds) take their place among those found during it.
+	slices.SortStableFunc(l.errs, func(a, b *Error) int { return a.Line - b.Line })
 	n := min(len(l.errs), maxErrors)
 	errs := make([]error, 0, n+1)
 	for _, e := range l.errs[:n] {
