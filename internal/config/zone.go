@@ -56,9 +56,6 @@ func (w *walker) checkLimit(l sluice.Limit, path string) {
 	if err == nil && !headerSafe(l.Name) {
 		err = fmt.Errorf("name %q: use printable ASCII (a RateLimit-Policy field carries it)", l.Name)
 	}
-	if err == nil && l.Algo() == sluice.Log && l.Rate > sluice.DefaultMaxLogRate {
-		err = fmt.Errorf("a log limit's rate must be <= %d, got %d (use an estimating algorithm for higher rates)", sluice.DefaultMaxLogRate, l.Rate)
-	}
 	if err != nil {
 		w.add(w.line(path), path, "%s", problem(err))
 	}
