@@ -57,8 +57,9 @@ type Middleware struct {
 	// Its capacity equals its length, so a handler that appends to the
 	// header reallocates instead of writing into the shared array.
 	policy []string
-	// labels are the limits' labels, and items the same encoded as
-	// Structured Field Strings.
+	// labels are the limits' names in the RateLimit fields (their labels,
+	// made unique), and items the same encoded as Structured Field
+	// Strings.
 	labels, items []string
 	pool          sync.Pool
 }
@@ -105,9 +106,10 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	if v := AppendPolicy(nil, probe); len(v) > 0 {
 		m.policy = []string{string(v)}
 	}
-	for _, l := range m.limits {
-		m.labels = append(m.labels, l.Label())
-		m.items = append(m.items, string(appendSFString(nil, l.Label())))
+	var buf [sluice.MaxHits]string
+	for _, id := range fieldIDs(&buf, probe) {
+		m.labels = append(m.labels, id)
+		m.items = append(m.items, string(appendSFString(nil, id)))
 	}
 	m.pool.New = func() any { return &state{hits: m.hits("")} }
 	return m, nil

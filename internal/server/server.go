@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -65,6 +66,9 @@ type Server struct {
 	running *config.Config
 
 	listeners []*listener
+	// upstreamLogs bounds the upstream error lines to one per
+	// edge.DefaultLogInterval.
+	upstreamLogs throttle
 	// adminListener is whether some listener has the admin role: then the
 	// admin endpoints are served there only.
 	adminListener bool
@@ -97,6 +101,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
+	s.upstreamLogs.every = edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	store := opts.Store
 	if store == nil {
