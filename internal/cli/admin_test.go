@@ -188,3 +188,41 @@ func TestAdminToken(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminMetrics: /metrics, whose labels name every zone, can be taken
+// off the api listener and put behind the token; by default it is on
+// both listeners.
+func TestAdminMetrics(t *testing.T) {
+	get := func(url, auth string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const listeners = "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\n"
+	urls := adminServe(t, listeners+adminZones, nil)
+	if a, b := get(urls["api"], ""), get(urls["admin"], ""); a != http.StatusOK || b != http.StatusOK {
+		t.Errorf("default: /metrics %d on api, %d on admin; want 200 on both", a, b)
+	}
+	urls = adminServe(t, listeners+"admin: {endpoints: [reset, metrics]}\n"+adminZones, map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})
+	for _, tt := range []struct {
+		url, auth string
+		want      int
+	}{
+		{urls["api"], "Bearer " + adminToken, http.StatusNotFound},
+		{urls["admin"], "", http.StatusUnauthorized},
+		{urls["admin"], "Bearer nope-nope-nope-nope", http.StatusUnauthorized},
+		{urls["admin"], "Bearer " + adminToken, http.StatusOK},
+	} {
+		if got := get(tt.url, tt.auth); got != tt.want {
+			t.Errorf("metrics as admin endpoint: GET %s/metrics with %q: %d, want %d", tt.url, tt.auth, got, tt.want)
+		}
+	}
+}

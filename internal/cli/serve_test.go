@@ -252,7 +252,7 @@ func TestCheckConfigFindsWhatServeRefuses(t *testing.T) {
 		{"prefix brace", zone + "store: {url: 'redis://127.0.0.1:1', prefix: 'a{'}\n", `c.yaml:3: store.prefix: "a{" contains a brace`},
 		{"token file", zone + "admin: {token_file: missing}\n", "c.yaml:3: admin.token_file: open "},
 		{"several", zone + "store: {timeout: 1ns}\nadmin: {token_file: missing, endpoints: [reset, nope]}\n",
-			"c.yaml:3: store.timeout: 1ns is shorter than 1ms; no store call can finish in it\nc.yaml:4: admin.endpoints[1]: unknown endpoint \"nope\" (want reset or check)\nc.yaml:4: admin.token_file: open missing: no such file"},
+			"c.yaml:3: store.timeout: 1ns is shorter than 1ms; no store call can finish in it\nc.yaml:4: admin.endpoints[1]: unknown endpoint \"nope\" (want reset, check or metrics)\nc.yaml:4: admin.token_file: open missing: no such file"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(dir, "c.yaml")

@@ -140,6 +140,8 @@ const (
 	EndpointReset Endpoint = "reset"
 	// EndpointCheck is POST /v1/check.
 	EndpointCheck Endpoint = "check"
+	// EndpointMetrics is GET /metrics, whose labels name every zone.
+	EndpointMetrics Endpoint = "metrics"
 )
 
 // Admin protects the endpoints that change or reveal counters.

@@ -387,8 +387,8 @@ func (w *walker) validateAdmin(a *Admin) {
 		p := index("admin.endpoints", i)
 		switch {
 		case e == "":
-		case e != EndpointReset && e != EndpointCheck:
-			w.add(w.line(p), p, "unknown endpoint %q (want reset or check)", e)
+		case e != EndpointReset && e != EndpointCheck && e != EndpointMetrics:
+			w.add(w.line(p), p, "unknown endpoint %q (want reset, check or metrics)", e)
 		case slices.Index(a.Endpoints, e) < i:
 			w.add(w.line(p), p, "%q is listed twice", e)
 		}

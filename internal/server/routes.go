@@ -27,7 +27,12 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 	if role == config.API {
 		mux.Handle("/v1/auth", http.HandlerFunc(s.handleAuth))
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}))
+	metrics := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}})
+	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.adminAllows(w, r, role, config.EndpointMetrics) {
+			metrics.ServeHTTP(w, r)
+		}
+	}))
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
 	endpoints := "POST /v1/check, POST /v1/reset, GET /v1/auth, /metrics, /healthz or /readyz"
@@ -42,25 +47,13 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 }
 
 // postEndpoint guards the POST endpoint e on a listener of role: other
-// methods get 405; an admin endpoint is answered only on admin listeners
-// when there is one (404 elsewhere) and, when a token is configured, only
-// with "Authorization: Bearer TOKEN" (401 otherwise); a non-admin endpoint
-// is not served on admin listeners; a body that is not declared
-// application/json gets 415, so that a web page's form post (which a
-// browser sends to any address without asking) cannot reach the API.
+// methods get 405, the admin rules apply (adminAllows), and a body that is
+// not declared application/json gets 415, so that a web page's form post
+// (which a browser sends to any address without asking) cannot reach the
+// API.
 func (s *Server) postEndpoint(role config.Role, e config.Endpoint, h http.HandlerFunc) http.Handler {
 	return onlyMethods(func(w http.ResponseWriter, r *http.Request) {
-		admin := &s.state.Load().cfg.Admin
-		switch isAdmin := admin.IsAdmin(e); {
-		case isAdmin && role != config.AdminRole && s.adminListener:
-			writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on this listener; it is served on the admin listener")
-			return
-		case !isAdmin && role == config.AdminRole:
-			writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on the admin listener; it is served on the api listener")
-			return
-		case isAdmin && admin.Token != "" && !bearerMatches(r.Header.Get("Authorization"), admin.Token):
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-			writeProblem(w, http.StatusUnauthorized, "Unauthorized", r.URL.Path+" needs the admin token: Authorization: Bearer TOKEN")
+		if !s.adminAllows(w, r, role, e) {
 			return
 		}
 		if !isJSON(r.Header.Get("Content-Type")) {
@@ -70,6 +63,29 @@ func (s *Server) postEndpoint(role config.Role, e config.Endpoint, h http.Handle
 		}
 		h(w, r)
 	}, http.MethodPost)
+}
+
+// adminAllows applies the admin rules to endpoint e on a listener of role,
+// and answers the request when they refuse it. An admin endpoint is
+// served only on admin listeners when there is one (404 elsewhere) and,
+// when a token is configured, only with "Authorization: Bearer TOKEN" (401
+// otherwise). Check and reset, when not admin endpoints, are not served on
+// admin listeners; /metrics is, as an operational endpoint.
+func (s *Server) adminAllows(w http.ResponseWriter, r *http.Request, role config.Role, e config.Endpoint) bool {
+	admin := &s.state.Load().cfg.Admin
+	switch isAdmin := admin.IsAdmin(e); {
+	case isAdmin && role != config.AdminRole && s.adminListener:
+		writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on this listener; it is served on the admin listener")
+		return false
+	case !isAdmin && role == config.AdminRole && e != config.EndpointMetrics:
+		writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on the admin listener; it is served on the api listener")
+		return false
+	case isAdmin && admin.Token != "" && !bearerMatches(r.Header.Get("Authorization"), admin.Token):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+		writeProblem(w, http.StatusUnauthorized, "Unauthorized", r.URL.Path+" needs the admin token: Authorization: Bearer TOKEN")
+		return false
+	}
+	return true
 }
 
 func writeProblem(w http.ResponseWriter, status int, title, detail string) {
