@@ -46,8 +46,8 @@ func CeilSeconds(d time.Duration) int64 {
 // repeat of that gets "#N", N the hit's position from 1 (`"a/10r/m",
 // "b/10r/m"`). AppendRateLimit and the violated-policies of WriteDenied
 // use the same names. Label bytes outside printable ASCII, which a
-// Structured Field String cannot carry, are written as '?' (sluice serve
-// refuses such names in its configuration).
+// Structured Field String cannot carry, are written as '?' (New and sluice
+// serve's configuration refuse such names).
 func AppendPolicy(dst []byte, c sluice.Check) []byte {
 	var buf [sluice.MaxHits]string
 	ids := fieldIDs(&buf, c)
@@ -189,6 +189,17 @@ func appendItem(dst []byte, first *bool, label string) []byte {
 func appendParam(dst []byte, name string, v int64) []byte {
 	dst = append(dst, name...)
 	return strconv.AppendInt(dst, min(max(v, 0), maxSFInteger), 10)
+}
+
+// sfSafe reports whether s is written in a Structured Field String as it
+// is: printable ASCII.
+func sfSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // appendSFString appends s as a Structured Field String (RFC 9651, Section

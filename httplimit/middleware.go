@@ -74,8 +74,9 @@ type state struct {
 }
 
 // New returns a middleware that checks limits on limiter. limits must
-// hold 1 to sluice.MaxHits valid limits that do not share state. The
-// error wraps sluice.ErrInvalid and says what is wrong.
+// hold 1 to sluice.MaxHits valid limits that do not share state, whose
+// names are printable ASCII (the RateLimit fields carry them). The error
+// wraps sluice.ErrInvalid and says what is wrong.
 func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middleware, error) {
 	if limiter == nil {
 		return nil, fmt.Errorf("httplimit: %w: nil limiter", sluice.ErrInvalid)
@@ -97,6 +98,11 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	for i, l := range limits {
+		if !sfSafe(l.Name) {
+			return nil, fmt.Errorf("httplimit: %w: limits[%d]: name %q: use printable ASCII, which the RateLimit fields carry", sluice.ErrInvalid, i, l.Name)
+		}
 	}
 	m := &Middleware{limiter: limiter, limits: append([]sluice.Limit(nil), limits...), opts: opts}
 	probe := sluice.Check{Hits: m.hits("key"), Cost: opts.Cost, Group: opts.Group}
