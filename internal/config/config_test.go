@@ -419,3 +419,18 @@ func TestAdminTokenFile(t *testing.T) {
 		t.Errorf("env token: got %v, %q", err, c.Admin.Token)
 	}
 }
+
+// TestManyProblemsStayLinear: a file where every one of thousands of
+// zones has problems parses in time linear in its size (a reload must not
+// stall on a broken file).
+func TestManyProblemsStayLinear(t *testing.T) {
+	yaml := "z: &z {name: 'a b', limits: [0r/s, {spec: 1r/s, name: x}], shadow: fals, key: []}\nzones: [" + strings.Repeat("*z, ", 15000) + "]\n"
+	start := time.Now()
+	_, err := Parse("c.yaml", []byte(yaml))
+	if err == nil || !strings.Contains(err.Error(), "more problems not shown") {
+		t.Fatalf("got %v, want many problems", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Parse took %v", d)
+	}
+}

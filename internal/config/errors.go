@@ -48,24 +48,30 @@ const maxErrors = 20
 type errorList struct {
 	file string
 	errs []*Error
+	// failedPaths holds the path of every problem and each path that
+	// contains it ("zones[0]" and "zones" for "zones[0].name").
+	failedPaths map[string]bool
 }
 
 func (l *errorList) add(line int, path, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Problem: fmt.Sprintf(format, args...)})
+	if l.failedPaths == nil {
+		l.failedPaths = map[string]bool{}
+	}
+	for p := path; p != "" && !l.failedPaths[p]; {
+		l.failedPaths[p] = true
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
 }
 
 // failed reports whether a problem was already recorded at path or inside
 // it ("zones[0]" covers "zones[0].limits[1]"), so that checks made after
 // the walk do not report a second, derived problem for the same value.
-func (l *errorList) failed(path string) bool {
-	for _, e := range l.errs {
-		rest, ok := strings.CutPrefix(e.Path, path)
-		if ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
-			return true
-		}
-	}
-	return false
-}
+func (l *errorList) failed(path string) bool { return l.failedPaths[path] }
 
 // err returns nil, or every problem joined, sorted by line; each is an
 // *Error for errors.As.
