@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -89,6 +90,14 @@ func TestAdminFormPostRefused(t *testing.T) {
 		}
 		stillDenied(t, api, "a "+ct+" reset")
 	}
+	// The attack as reported: curl -d, which sends a form content type.
+	if _, err := exec.LookPath("curl"); err == nil {
+		out, err := exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-d", aliceBody, api+"/v1/reset").Output()
+		if err != nil || string(out) != "415" {
+			t.Errorf("curl -d reset: status %q (%v), want 415", out, err)
+		}
+		stillDenied(t, api, "curl -d")
+	}
 	if code, _, body := send(t, api+"/v1/check", formType, aliceBody); code != http.StatusUnsupportedMediaType {
 		t.Errorf("form-encoded check: %d %s, want 415", code, body)
 	}
@@ -130,6 +139,29 @@ func TestAdminListenerSeparate(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := Main(t.Context(), []string{"reset", "-server", admin, "-zone", "login", "alice"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)}); code != 0 {
 		t.Errorf("sluice reset -server admin: exit %d, stderr %s", code, &stderr)
+	}
+}
+
+// TestAdminBannerCurlLine: when check is an admin endpoint behind a token,
+// the banner's curl line goes to the admin listener with the token, and
+// works as printed.
+func TestAdminBannerCurlLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	os.WriteFile(path, []byte("listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\nadmin: {endpoints: [reset, check]}\n"+adminZones), 0o600)
+	stdout, stderr, _ := serveInProcess(t, map[string]string{"SLUICE_ADMIN_TOKEN": adminToken}, "-config", path)
+	m := waitFor(t, stdout, stderr, regexp.MustCompile(`(?m)^  (curl .*)$`))
+	admin := regexp.MustCompile(`(?m)^sluice: serving admin on (http://\S+)$`).FindStringSubmatch(stdout.String())
+	if admin == nil || !strings.Contains(m[1], admin[1]+"/v1/check") || !strings.Contains(m[1], `-H "Authorization: Bearer $SLUICE_ADMIN_TOKEN"`) {
+		t.Fatalf("curl line %q: want the admin listener and the token header", m[1])
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	cmd := exec.Command("sh", "-c", m[1])
+	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_TOKEN="+adminToken)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "HTTP/1.1 200") {
+		t.Errorf("%s: %v\n%s", m[1], err, out)
 	}
 }
 
