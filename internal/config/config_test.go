@@ -221,7 +221,15 @@ func TestOverride(t *testing.T) {
 	if c.Listeners[0].Addr != "127.0.0.1:0" || c.Store.Kind != Redis || c.Log.Format != JSON || c.Log.Level.String() != "DEBUG" {
 		t.Errorf("got %+v %+v %+v", c.Listeners, c.Store, c.Log)
 	}
-	for _, o := range []Overrides{{Listen: "nope"}, {Store: "http://x"}, {LogFormat: "xml"}, {LogLevel: "loud"}} {
+	// A store URL replaces a file's cluster store, password included.
+	c, err = Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s}]\nstore: {cluster: ['h:1'], password: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Override(Overrides{Store: "redis://localhost:6379"}); err != nil || c.Store.Kind != Redis || c.Store.Password != "" {
+		t.Errorf("store override of a cluster file: %v, %+v", err, c.Store)
+	}
+	for _, o := range []Overrides{{Listen: "nope"}, {Store: "http://x"}, {Store: "redis://x:99999"}, {LogFormat: "xml"}, {LogLevel: "loud"}} {
 		if err := Default().Override(o); err == nil {
 			t.Errorf("%+v: no error", o)
 		}

@@ -52,7 +52,9 @@ func (c *Config) Override(o Overrides) error {
 		c.listen(o.Listen)
 	}
 	if o.Store != "" {
+		// The URL replaces the store: the fields of another kind go too.
 		c.Store.URL, c.Store.SentinelMaster, c.Store.SentinelAddrs, c.Store.ClusterSeeds = o.Store, "", nil, nil
+		c.Store.Password, c.Store.MaxKeys = "", 0
 	}
 	if o.LogFormat != "" {
 		c.Log.Format = LogFormat(o.LogFormat)

@@ -182,12 +182,6 @@ func (w *walker) list(n *yaml.Node, path string, f func(item *yaml.Node, path st
 	w.walkList(n, path, false, f)
 }
 
-// listOrNone is list where an empty list is a value of its own ("none"),
-// such as trusted_proxies: [].
-func (w *walker) listOrNone(n *yaml.Node, path string, f func(item *yaml.Node, path string)) {
-	w.walkList(n, path, true, f)
-}
-
 func (w *walker) walkList(n *yaml.Node, path string, emptyOK bool, f func(item *yaml.Node, path string)) {
 	if n = w.node(n, path); n == nil {
 		return
@@ -220,7 +214,8 @@ func (w *walker) strings(n *yaml.Node, path string) []string {
 	return w.stringList(n, path, false)
 }
 
-// stringsOrNone is strings where an empty list is allowed.
+// stringsOrNone is strings where an empty list is a value of its own
+// ("none"), such as trusted_proxies: [].
 func (w *walker) stringsOrNone(n *yaml.Node, path string) []string {
 	return w.stringList(n, path, true)
 }

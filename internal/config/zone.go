@@ -115,7 +115,6 @@ func (w *walker) limit(n *yaml.Node, path string) (sluice.Limit, bool) {
 			}
 			l, ok = w.spec(spec, p)
 			l.Name, l.Algorithm, l.Resolution, l.Shadow = name, algo, res, shadow
-			set["spec"] = true
 		},
 		"name":       func(v *yaml.Node, p string) { l.Name = w.str(v, p) },
 		"algorithm":  func(v *yaml.Node, p string) { l.Algorithm = w.algorithm(v, p) },
