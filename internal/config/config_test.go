@@ -311,6 +311,7 @@ func TestEmptyAndOddValuesRefused(t *testing.T) {
 		{"max_keys string", zone + "store: {max_keys: '100'}\n", `c.yaml:4: store.max_keys: want an integer, got "100"`},
 		{"max_keys with redis", zone + "store: {url: 'redis://x:1', max_keys: 10}\n", "store.max_keys: max_keys bounds the memory store"},
 		{"redis url port", zone + "store: {url: 'redis://x:99999'}\n", `c.yaml:4: store.url: redis URL "redis://x:99999"`},
+		{"sentinel master", zone + "store: {sentinel: {master: 'a/b', addrs: ['h:1']}}\n", `c.yaml:4: store.sentinel.master: "a/b": a master name has no '/'`},
 		{"prefix brace", zone + "store: {prefix: 'a{b}'}\n", `c.yaml:4: store.prefix: "a{b}" contains a brace`},
 		{"password with url", zone + "store: {url: 'redis://x:1', password: p}\n", "store.password: a store URL carries its own password"},
 		{"level empty", zone + "log: {level: ''}\n", `c.yaml:4: log.level: want a string, got ""`},

@@ -60,6 +60,9 @@ func (w *walker) validateStore(s *Store) {
 		if s.SentinelMaster == "" || len(s.SentinelAddrs) == 0 {
 			w.add(w.line("store.sentinel"), "store.sentinel", "needs both master and addrs")
 		}
+		if strings.ContainsAny(s.SentinelMaster, "/?#@, \t") {
+			w.add(w.line("store.sentinel.master"), "store.sentinel.master", "%q: a master name has no '/', '?', '#', '@', ',' or space", s.SentinelMaster)
+		}
 		w.hostPorts(s.SentinelAddrs, "store.sentinel.addrs")
 	}
 	if len(s.ClusterSeeds) > 0 {
