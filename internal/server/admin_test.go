@@ -51,6 +51,10 @@ func TestAdminTokenReload(t *testing.T) {
 	if got := reset("old-token-0123456789"); got != http.StatusUnauthorized {
 		t.Errorf("old token after the reload: %d, want 401", got)
 	}
+	logs := ts.logs.String()
+	if !strings.Contains(logs, "admin endpoint refused") || strings.Contains(logs, "token-0123456789") {
+		t.Errorf("a refused admin call: want one warning without the token, got:\n%s", logs)
+	}
 	if got := reset("new-token-0123456789"); got != http.StatusNoContent {
 		t.Errorf("new token after the reload: %d, want 204", got)
 	}

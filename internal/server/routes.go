@@ -81,6 +81,9 @@ func (s *Server) adminAllows(w http.ResponseWriter, r *http.Request, role config
 		writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on the admin listener; it is served on the api listener")
 		return false
 	case isAdmin && admin.Token != "" && !bearerMatches(r.Header.Get("Authorization"), admin.Token):
+		if ok, suppressed := s.adminLogs.allow(); ok {
+			s.log.Warn("admin endpoint refused: missing or wrong token", "path", r.URL.Path, "peer", r.RemoteAddr, "suppressed", suppressed)
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 		writeProblem(w, http.StatusUnauthorized, "Unauthorized", r.URL.Path+" needs the admin token: Authorization: Bearer TOKEN")
 		return false

@@ -66,9 +66,9 @@ type Server struct {
 	running *config.Config
 
 	listeners []*listener
-	// upstreamLogs bounds the upstream error lines to one per
-	// edge.DefaultLogInterval.
-	upstreamLogs throttle
+	// upstreamLogs and adminLogs bound the upstream error lines and the
+	// refused admin calls to one line per edge.DefaultLogInterval each.
+	upstreamLogs, adminLogs throttle
 	// adminListener is whether some listener has the admin role: then the
 	// admin endpoints are served there only.
 	adminListener bool
@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
-	s.upstreamLogs.every = edge.DefaultLogInterval
+	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	store := opts.Store
 	if store == nil {
