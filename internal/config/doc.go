@@ -2,7 +2,9 @@
 // validated values: the store, logging, listeners, zones and proxy rules.
 //
 // Parse is pure: it takes the bytes and a name for messages and does no
-// I/O; Load is the one wrapper that reads a file. Every problem is an
+// I/O; Load is the one wrapper that reads files: the configuration and the
+// admin token file it names (admin.token_file), whose problems are
+// reported with the others. Every problem is an
 // *Error that names the file, the line and the path of the value, such as
 //
 //	sluice.yaml:12: zones[2].limits[0]: limit "0r/m": rate must be > 0
@@ -50,6 +52,9 @@
 //     milliseconds, and the failure policy exists for slow stores.
 //   - Zone names are letters, digits, '.', '_' and '-' (at most 64 bytes):
 //     they appear in URLs, metric labels and Redis keys.
+//   - The admin token is at least 16 bytes of visible ASCII; an error
+//     about it never quotes it. SLUICE_ADMIN_TOKEN (Overrides.AdminToken)
+//     wins over the file, as every environment setting does.
 //   - Configuring proxy rules without a proxy listener, or a proxy listener
 //     without rules or upstream, is an error rather than a silent no-op.
 package config
