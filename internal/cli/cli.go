@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -124,7 +123,7 @@ func runVersion(ctx context.Context, env Env, args []string) int {
 	return 0
 }
 
-// versionText is "sluice VERSION (go GOVERSION[, commit REV[, modified]])"
+// versionText is "sluice VERSION (GOVERSION[, commit REV of TIME][, modified])"
 // from the binary's build information.
 func versionText(bi *debug.BuildInfo) string {
 	settings := map[string]string{}
@@ -132,7 +131,11 @@ func versionText(bi *debug.BuildInfo) string {
 		settings[s.Key] = s.Value
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "sluice %s (%s", cmp.Or(bi.Main.Version, "(devel)"), bi.GoVersion)
+	version := bi.Main.Version
+	if version == "" || version == "(devel)" {
+		version = "devel" // built from a checkout, not a tagged module
+	}
+	fmt.Fprintf(&b, "sluice %s (%s", version, bi.GoVersion)
 	if rev := settings["vcs.revision"]; rev != "" {
 		fmt.Fprintf(&b, ", commit %.12s", rev)
 		if t := settings["vcs.time"]; t != "" {

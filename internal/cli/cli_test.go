@@ -78,4 +78,7 @@ func TestVersion(t *testing.T) {
 	if got, want := versionText(bi), "sluice v1.2.3 (go1.26.0, commit 0123456789ab of 2026-11-23T14:00:00Z, modified)"; got != want {
 		t.Errorf("versionText = %q, want %q", got, want)
 	}
+	if got, want := versionText(&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}}), "sluice devel (go1.26.0)"; got != want {
+		t.Errorf("versionText = %q, want %q", got, want)
+	}
 }
