@@ -98,6 +98,16 @@ func TestAdminFormPostRefused(t *testing.T) {
 		}
 		stillDenied(t, api, "curl -d")
 	}
+	// A page cannot send JSON instead: the CORS preflight it needs fails.
+	req, _ := http.NewRequest(http.MethodOptions, api+"/v1/reset", nil)
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "content-type")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode/100 == 2 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("CORS preflight: %v %v, want a refusal without Access-Control-Allow-Origin", resp.Status, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code, _, body := send(t, api+"/v1/check", formType, aliceBody); code != http.StatusUnsupportedMediaType {
 		t.Errorf("form-encoded check: %d %s, want 415", code, body)
 	}
