@@ -54,7 +54,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 		p = badRequest("%s", publicDetail(err))
 	default:
 		s.logUndecided(r, err)
-		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", publicDetail(err)}
+		// The cause (a Redis address, a timeout) is for the log, not for
+		// any caller of the API.
+		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", "the store is unavailable or did not answer in time; the server log has the cause"}
 	}
 	httplimit.WriteProblem(w, &httplimit.Problem{Title: p.title, Status: p.status, Detail: p.detail})
 }
