@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // Options configure a Middleware. The zero value limits each client
@@ -100,7 +101,7 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	for i, l := range limits {
-		if !sfSafe(l.Name) {
+		if !httpfields.SFSafe(l.Name) {
 			return nil, fmt.Errorf("httplimit: %w: limits[%d]: name %q: use printable ASCII, which the RateLimit fields carry", sluice.ErrInvalid, i, l.Name)
 		}
 	}
@@ -109,13 +110,13 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	if v := AppendPolicy(nil, probe); len(v) > 0 {
+	if v := httpfields.AppendPolicy(nil, probe); len(v) > 0 {
 		m.policy = []string{string(v)}
 	}
 	var buf [sluice.MaxHits]string
-	for _, id := range fieldIDs(&buf, probe) {
+	for _, id := range httpfields.FieldIDs(&buf, probe) {
 		m.labels = append(m.labels, id)
-		m.items = append(m.items, string(appendSFString(nil, id)))
+		m.items = append(m.items, string(httpfields.AppendSFString(nil, id)))
 	}
 	m.pool.New = func() any { return &state{hits: m.hits("")} }
 	return m, nil
@@ -186,11 +187,11 @@ func (m *Middleware) release(s *state) {
 
 func (m *Middleware) setFields(h http.Header, c sluice.Check, s *state) {
 	if m.policy != nil {
-		h[FieldPolicy] = m.policy
+		h[httpfields.FieldPolicy] = m.policy
 	}
-	s.buf = appendRateLimit(s.buf[:0], c, &s.d, m.items)
+	s.buf = httpfields.AppendRateLimitItems(s.buf[:0], c, &s.d, m.items)
 	if len(s.buf) > 0 {
-		h[FieldRateLimit] = []string{string(s.buf)}
+		h[httpfields.FieldRateLimit] = []string{string(s.buf)}
 	}
 }
 
@@ -198,14 +199,14 @@ func (m *Middleware) deny(w http.ResponseWriter, c sluice.Check, s *state) {
 	h := w.Header()
 	m.setFields(h, c, s)
 	s.buf = appendRetryAfter(s.buf[:0], &s.d)
-	h[FieldRetryAfter] = []string{string(s.buf)}
-	p := deniedProblem(m.opts.DenyStatus, c, &s.d, s.violated, m.labels)
+	h[httpfields.FieldRetryAfter] = []string{string(s.buf)}
+	p := httpfields.DeniedProblem(m.opts.DenyStatus, c, &s.d, s.violated, m.labels)
 	s.violated = p.ViolatedPolicies
-	s.buf = writeProblem(w, &p, s.buf)
+	s.buf = httpfields.WriteProblemBuf(w, &p, s.buf)
 }
 
 func appendRetryAfter(dst []byte, d *sluice.Decision) []byte {
-	return appendParam(dst, "", retryAfter(d))
+	return httpfields.AppendParam(dst, "", httpfields.RetryAfterSeconds(d))
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // The headers the auth_request endpoint reads, as nginx is told to set
@@ -62,10 +63,10 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !b.d.Allowed {
-		httplimit.WriteDenied(w, denyStatus, b.c, &b.d)
+		httpfields.WriteDenied(w, denyStatus, b.c, &b.d)
 		return
 	}
-	httplimit.SetFields(w.Header(), b.c, &b.d)
+	httpfields.SetFields(w.Header(), b.c, &b.d)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // newTransport is the transport of every upstream: bounded dials and
@@ -162,7 +163,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, st *state, rl *ru
 		return false
 	}
 	if !b.d.Allowed {
-		httplimit.WriteDenied(w, http.StatusTooManyRequests, b.c, &b.d)
+		httpfields.WriteDenied(w, http.StatusTooManyRequests, b.c, &b.d)
 		return false
 	}
 	if st.cfg.Proxy.Headers == config.HeadersAlways {

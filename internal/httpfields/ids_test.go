@@ -1,4 +1,4 @@
-package httplimit_test
+package httpfields_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // TestPolicyIDsUnique holds issue 10, defect 8: two hits with the same
@@ -49,16 +49,16 @@ func TestPolicyIDsUnique(t *testing.T) {
 				results[i] = sluice.HitResult{Allowed: false, Shadow: tt.hits[i].Limit.Shadow, RetryAfter: 6 * time.Second}
 			}
 			d := decided(results...)
-			if got := string(httplimit.AppendPolicy(nil, c)); got != tt.policy {
+			if got := string(httpfields.AppendPolicy(nil, c)); got != tt.policy {
 				t.Errorf("RateLimit-Policy %s, want %s", got, tt.policy)
 			}
-			if got := string(httplimit.AppendRateLimit(nil, c, d)); got != tt.ratelimit {
+			if got := string(httpfields.AppendRateLimit(nil, c, d)); got != tt.ratelimit {
 				t.Errorf("RateLimit %s, want %s", got, tt.ratelimit)
 			}
 			w := httptest.NewRecorder()
-			httplimit.WriteDenied(w, 429, c, d)
-			if w.Header().Get(httplimit.FieldPolicy) != tt.policy {
-				t.Errorf("WriteDenied's RateLimit-Policy %s, want %s", w.Header().Get(httplimit.FieldPolicy), tt.policy)
+			httpfields.WriteDenied(w, 429, c, d)
+			if w.Header().Get(httpfields.FieldPolicy) != tt.policy {
+				t.Errorf("WriteDenied's RateLimit-Policy %s, want %s", w.Header().Get(httpfields.FieldPolicy), tt.policy)
 			}
 			// Every violated policy is an item of the policy field.
 			for _, id := range decodeProblem(t, w.Body.Bytes()).ViolatedPolicies {
