@@ -39,6 +39,7 @@ func (f *serveFlags) register(env Env, fs *flag.FlagSet) {
 	fs.StringVar(&f.overrides.Store, "store-url", env.Getenv("SLUICE_STORE_URL"), "store: memory or a redis:// `URL` (env SLUICE_STORE_URL; default memory)")
 	fs.StringVar(&f.overrides.LogFormat, "log-format", env.Getenv("SLUICE_LOG_FORMAT"), "log `format`: text or json (env SLUICE_LOG_FORMAT; default text)")
 	fs.StringVar(&f.overrides.LogLevel, "log-level", env.Getenv("SLUICE_LOG_LEVEL"), "log `level`: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info)")
+	registerRLSFlags(env, fs, &f.overrides)
 }
 
 func runServe(ctx context.Context, env Env, args []string) int {
@@ -64,7 +65,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	if f.checkConfig {
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
-		return 0
+		return checkRLSConfig(env, cfg)
 	}
 	return serve(ctx, env, f, cfg)
 }
@@ -134,7 +135,8 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 		for {
 			select {
 			case <-hup:
-				srv.Reload() // logged and counted by the server
+				srv.Reload()    // logged and counted by the server
+				srv.ReloadRLS() // likewise; a no-op without rls.config_dir
 			case <-done:
 				return
 			}
@@ -150,10 +152,14 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 // line that works as printed against the first API listener and zone.
 func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 	for _, a := range addrs {
-		fmt.Fprintf(w, "sluice: serving %s on http://%s\n", a.Role, a.Addr)
+		scheme := "http://"
+		if a.Role == config.GRPC {
+			scheme = "grpc://"
+		}
+		fmt.Fprintf(w, "sluice: serving %s on %s%s\n", a.Role, scheme, a.Addr)
 	}
 	for _, a := range addrs {
-		if a.Role != config.API {
+		if a.Role != config.API || len(cfg.Zones) == 0 {
 			continue
 		}
 		base := "http://" + dialable(a.Addr)

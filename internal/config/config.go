@@ -29,6 +29,8 @@ type Config struct {
 	Zones []Zone
 	// Proxy configures the reverse proxy served on proxy listeners.
 	Proxy Proxy
+	// RLS configures Envoy's rate-limit service on grpc listeners.
+	RLS RLS
 }
 
 // Zone returns the zone named name, or nil.
@@ -122,6 +124,9 @@ const (
 	// ProxyRole serves the reverse proxy: every request is matched against
 	// the proxy rules.
 	ProxyRole Role = "proxy"
+	// GRPC serves Envoy's rate-limit service (ShouldRateLimit), gRPC
+	// health and reflection. Needs RLS.ConfigDir.
+	GRPC Role = "grpc"
 )
 
 // Listener is one address the server listens on.

@@ -39,6 +39,10 @@ type Overrides struct {
 	LogFormat string
 	// LogLevel replaces log.level.
 	LogLevel string
+	// RLSConfigDir replaces rls.config_dir.
+	RLSConfigDir string
+	// GRPCListen replaces the address of the first grpc listener.
+	GRPCListen string
 }
 
 // Override applies o to c and validates the result. Problems name the
@@ -61,8 +65,10 @@ func (c *Config) Override(o Overrides) error {
 		}
 		c.Log.Level = level
 	}
+	c.overrideRLS(o)
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)
+	w.validateRLS(c)
 	w.validateListeners(c)
 	return w.err()
 }

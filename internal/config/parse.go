@@ -109,6 +109,7 @@ func (w *walker) config(n *yaml.Node, c *Config) {
 			})
 		},
 		"proxy": func(v *yaml.Node, p string) { w.proxy(v, p, &c.Proxy) },
+		"rls":   func(v *yaml.Node, p string) { w.rls(v, p, &c.RLS) },
 	})
 }
 

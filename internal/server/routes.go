@@ -21,6 +21,9 @@ func (s *Server) apiHandler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}))
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
+	if s.rls != nil {
+		mux.Handle("/json", http.HandlerFunc(s.rls.ServeJSON)) // envoyproxy/ratelimit's endpoint
+	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httplimit.WriteProblem(w, &httplimit.Problem{Title: "Not found", Status: http.StatusNotFound,
 			Detail: "no endpoint " + truncate(r.URL.Path, 128) + "; try POST /v1/check, POST /v1/reset, GET /v1/auth, /metrics, /healthz or /readyz"})

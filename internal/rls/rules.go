@@ -1,0 +1,185 @@
+package rls
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// Rules is a validated set of domains, read by LoadDir or Parse. It is
+// immutable and safe for concurrent use.
+type Rules struct {
+	// Dir is the directory the rules were read from; empty for Parse.
+	Dir     string
+	domains map[string]*Domain
+}
+
+// Domain is one domain's descriptor tree and its sluice settings.
+type Domain struct {
+	// Name is the file's domain.
+	Name string
+	// File is the file that defines the domain.
+	File string
+	// Algorithm computes every limit of the domain: the file's sluice
+	// field "algorithm". Default: sluice.SlidingWindow.
+	Algorithm sluice.Algorithm
+	// Failure is what the domain decides when the store cannot be
+	// reached: the file's sluice field "failure". Default: open.
+	Failure config.FailurePolicy
+	root    level
+}
+
+// Domain returns the domain named name, or nil.
+func (r *Rules) Domain(name string) *Domain {
+	if r == nil {
+		return nil
+	}
+	return r.domains[name]
+}
+
+// Domains returns the number of domains.
+func (r *Rules) Domains() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.domains)
+}
+
+// level is one list of descriptors: the entries one request tuple is
+// matched against.
+type level struct {
+	// exact maps "key_value" and, for descriptors without a value, "key"
+	// to the descriptor, as envoyproxy/ratelimit's composite keys do.
+	exact map[string]*rule
+	// wildcards are the descriptors whose value ends in '*', in file
+	// order; the first whose prefix matches wins.
+	wildcards []*rule
+}
+
+// rule is one descriptor of a file.
+type rule struct {
+	key, value string
+	// prefix is the value without its trailing '*' for a wildcard.
+	prefix   string
+	wildcard bool
+	// shareThreshold makes every value the wildcard matches count on one
+	// counter (the wildcard's), instead of one counter per value.
+	shareThreshold bool
+	detailedMetric bool
+	limit          *limit
+	children       level
+	// metric is the descriptor's path for metrics, such as
+	// "message_type_marketing.to_number".
+	metric string
+}
+
+// limit is a descriptor's rate_limit.
+type limit struct {
+	// sl is the sluice limit; its Rate is zero for requests_per_unit: 0,
+	// which denies every request without asking the store.
+	sl        sluice.Limit
+	unit      string
+	perUnit   uint32
+	unlimited bool
+	name      string
+	replaces  []string
+}
+
+// units are the rate_limit units envoyproxy/ratelimit's README lists.
+var units = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+}
+
+// match is the rule a request descriptor selects, and the key of its
+// counter.
+type match struct {
+	rule *rule
+	// key identifies the counter: the entries' keys and values (for a
+	// share_threshold wildcard, the wildcard in place of the value).
+	key string
+	// metric is the rule's metric path, with the request's values where
+	// detailed_metric asks for them.
+	metric string
+}
+
+// match finds the limit for a descriptor's entries the way
+// envoyproxy/ratelimit does: at each level the exact key_value first, then
+// the wildcards in file order, then the key alone; the limit applies only
+// if the last entry lands on a descriptor that has one (a request with
+// more or fewer entries than the configured depth matches nothing).
+func (d *Domain) match(entries []entry) (match, bool) {
+	lv := &d.root
+	var key, metric strings.Builder
+	for i, e := range entries {
+		r := lv.exact[e.key+"_"+e.value]
+		if r == nil {
+			for _, w := range lv.wildcards {
+				if w.key == e.key && strings.HasPrefix(e.value, w.prefix) {
+					r = w
+					break
+				}
+			}
+		}
+		if r == nil {
+			r = lv.exact[e.key]
+		}
+		if r == nil {
+			return match{}, false
+		}
+		value := e.value
+		if r.wildcard && r.shareThreshold {
+			value = r.value
+		}
+		appendEntry(&key, e.key, value)
+		if metric.Len() > 0 {
+			metric.WriteByte('.')
+		}
+		metric.WriteString(e.key)
+		if r.value != "" || r.detailedMetric {
+			metric.WriteByte('_')
+			if r.value != "" && !r.detailedMetric {
+				metric.WriteString(r.value)
+			} else {
+				metric.WriteString(e.value)
+			}
+		}
+		if i == len(entries)-1 {
+			if r.limit == nil {
+				return match{}, false
+			}
+			return match{rule: r, key: key.String(), metric: metric.String()}, true
+		}
+		if len(r.children.exact) == 0 && len(r.children.wildcards) == 0 {
+			return match{}, false
+		}
+		lv = &r.children
+	}
+	return match{}, false
+}
+
+// appendEntry writes one entry to a counter key, length-prefixed so that
+// no key or value, whatever its bytes, can make two descriptors share a
+// key.
+func appendEntry(b *strings.Builder, k, v string) {
+	b.WriteString(itoa(len(k)))
+	b.WriteByte(':')
+	b.WriteString(k)
+	b.WriteString(itoa(len(v)))
+	b.WriteByte(':')
+	b.WriteString(v)
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// entry is one (key, value) of a request descriptor.
+type entry struct{ key, value string }
