@@ -1,13 +1,16 @@
 package rls_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +49,25 @@ type rig struct {
 	client pb.RateLimitServiceClient
 	conn   *grpc.ClientConn
 	api    string
+	log    *syncBuffer
+}
+
+// syncBuffer is a log destination safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // rigOptions vary a rig.
@@ -60,20 +82,20 @@ type rigOptions struct {
 // server on it.
 func start(t *testing.T, files map[string]string, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, dir: t.TempDir(), clock: newClock()}
+	r := &rig{t: t, dir: t.TempDir(), clock: newClock(), log: new(syncBuffer)}
 	for name, text := range files {
 		r.write(name, text)
 	}
 	yaml := "listeners:\n  - {addr: 127.0.0.1:0, serve: api}\n  - {addr: 127.0.0.1:0, serve: grpc}\n" +
 		"rls: {config_dir: " + r.dir + ", response_headers: true}\n" + o.extra
 	if o.store != "" {
-		yaml += "store: {url: " + o.store + "}\n"
+		yaml += "store: {url: \"" + o.store + "\"}\n"
 	}
 	cfg, err := config.Parse("sluice.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := server.Options{WatchInterval: -1}
+	opts := server.Options{WatchInterval: -1, Logger: slog.New(slog.NewTextHandler(r.log, nil))}
 	if o.store == "" {
 		ms, err := memstore.New(memstore.Options{Now: r.clock.Now})
 		if err != nil {
