@@ -142,7 +142,7 @@ func TestErrors(t *testing.T) {
 		{"bad duration", zone + "store: {timeout: fast}\n", `store.timeout: want a duration such as 50ms or 30s, got "fast"`},
 		{"bad log", zone + "log: {format: xml, level: loud}\n", "log.level: unknown log level"},
 		{"bad listener", zone + "listeners: [{addr: 'localhost'}]\n", `listeners[0].addr: "localhost" is not host:port`},
-		{"bad role", zone + "listeners: [{addr: ':1', serve: grpc}]\n", `listeners[0].serve: unknown role "grpc"`},
+		{"bad role", zone + "listeners: [{addr: ':1', serve: smtp}]\n", `listeners[0].serve: unknown role "smtp"`},
 		{"duplicate listener", zone + "listeners: [{addr: ':1'}, {addr: ':1'}]\n", `listeners[1].addr: ":1" is also the address of listeners[0]`},
 		{"negative body", zone + "listeners: [{addr: ':1', max_body_bytes: -1}]\n", "max_body_bytes: must be >= 0"},
 		{"proxy without listener", zone + "proxy: {upstream: 'http://x'}\n", "proxy is configured but no listener has serve: proxy"},
