@@ -49,8 +49,10 @@
 //     without the store is OK; under closed it is OVER_LIMIT. Either way
 //     it carries current_limit but no limit_remaining.
 //   - share_threshold (on a wildcard descriptor) makes every value the
-//     wildcard matches count on one counter. detailed_metric puts the
-//     request's value in the rule label of the metrics.
+//     wildcard matches count on one counter. detailed_metric and
+//     value_to_metric put the request's value in the rule label of the
+//     metrics, as the README describes. quota_mode, which the README does
+//     not describe, is refused.
 //   - A descriptor's limit override (RateLimitDescriptor.limit) and
 //     is_negative_hits are ignored.
 //   - The units are those the README lists: second, minute, hour, day.

@@ -216,6 +216,10 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 		"shadow_mode":     func(v *yaml.Node, path string) { shadow = p.boolean(v, path) },
 		"detailed_metric": func(v *yaml.Node, path string) { r.detailedMetric = p.boolean(v, path) },
 		"share_threshold": func(v *yaml.Node, path string) { r.shareThreshold = p.boolean(v, path) },
+		"value_to_metric": func(v *yaml.Node, path string) { r.valueToMetric = p.boolean(v, path) },
+		"quota_mode": func(v *yaml.Node, path string) {
+			p.add(v, path, "quota_mode is not supported by sluice")
+		},
 	})
 	if n.Kind != yaml.MappingNode {
 		return nil

@@ -337,3 +337,83 @@ descriptors:
 		t.Errorf("key2 with share_threshold: %d and %d OK, want 15 and 5 (20 shared)", a, b)
 	}
 }
+
+func TestReadmeExample10(t *testing.T) {
+	r := start(t, map[string]string{"e10.yaml": `
+domain: example10
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit:
+              unit: minute
+              requests_per_unit: 60
+`, "e10w.yaml": `
+domain: example10_wildcard
+descriptors:
+  - key: user
+    value_to_metric: true
+    descriptors:
+      - key: action
+        value: read*
+        value_to_metric: true
+        descriptors:
+          - key: resource
+            rate_limit:
+              unit: minute
+              requests_per_unit: 100
+`}, rigOptions{})
+	r.ask("example10", desc("route", "api", "http_method", "GET", "subject_id", "123"))
+	r.ask("example10", desc("route", "web", "http_method", "POST", "subject_id", "456"))
+	r.ask("example10_wildcard", desc("user", "alice", "action", "readfile", "resource", "documents"))
+	// "Metric key: example10.route_api.http_method_GET.subject_id" and so
+	// on; sluice puts the domain in its own label.
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_api.http_method_GET.subject_id"} 1`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_web.http_method_POST.subject_id"} 1`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10_wildcard",result="ok",rule="user_alice.action_readfile.resource"} 1`)
+}
+
+func TestReadmeExample11(t *testing.T) {
+	r := start(t, map[string]string{"e11.yaml": `
+domain: example11
+descriptors:
+  # With share_threshold: true, all files/* matches share the same threshold
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+
+  # Without share_threshold, each files_no_share/* match has its own isolated threshold
+  - key: files_no_share
+    value: files_no_share/*
+    share_threshold: false
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+`}, rigOptions{})
+	// "If 5 requests are made for files/a.pdf and 5 requests for
+	// files/b.csv, a request for files/c.txt will be rate limited"
+	a := r.askN(5, "example11", desc("files", "files/a.pdf"))
+	b := r.askN(5, "example11", desc("files", "files/b.csv"))
+	if a != 5 || b != 5 {
+		t.Fatalf("a.pdf, b.csv: %d and %d of 5 OK, want 5 and 5", a, b)
+	}
+	if resp := r.ask("example11", desc("files", "files/c.txt")); resp.OverallCode != codeOver {
+		t.Errorf("files/c.txt: %v, want OVER_LIMIT (the shared 10 are used)", resp)
+	}
+	// "If 10 requests are made for files_no_share/a.pdf (exhausting its
+	// quota), requests for files_no_share/b.csv will still be allowed (up
+	// to 10 requests)"
+	if got := r.askN(11, "example11", desc("files_no_share", "files_no_share/a.pdf")); got != 10 {
+		t.Errorf("files_no_share/a.pdf: %d of 11 OK, want 10", got)
+	}
+	if got := r.askN(11, "example11", desc("files_no_share", "files_no_share/b.csv")); got != 10 {
+		t.Errorf("files_no_share/b.csv: %d of 11 OK, want 10", got)
+	}
+}

@@ -68,8 +68,11 @@ type rule struct {
 	// counter (the wildcard's), instead of one counter per value.
 	shareThreshold bool
 	detailedMetric bool
-	limit          *limit
-	children       level
+	// valueToMetric puts the request's value in the metric path where the
+	// descriptor has no value of its own (a wildcard: the whole value).
+	valueToMetric bool
+	limit         *limit
+	children      level
 	// metric is the descriptor's path for metrics, such as
 	// "message_type_marketing.to_number".
 	metric string
@@ -140,13 +143,9 @@ func (d *Domain) match(entries []entry) (match, bool) {
 			metric.WriteByte('.')
 		}
 		metric.WriteString(e.key)
-		if r.value != "" || r.detailedMetric {
+		if v := r.metricValue(e.value); v != "" {
 			metric.WriteByte('_')
-			if r.value != "" && !r.detailedMetric {
-				metric.WriteString(r.value)
-			} else {
-				metric.WriteString(e.value)
-			}
+			metric.WriteString(v)
 		}
 		if i == len(entries)-1 {
 			if r.limit == nil {
@@ -160,6 +159,21 @@ func (d *Domain) match(entries []entry) (match, bool) {
 		lv = &r.children
 	}
 	return match{}, false
+}
+
+// metricValue is the value part of the rule's metric path for a request
+// value, as envoyproxy/ratelimit's README describes detailed_metric,
+// value_to_metric and share_threshold: the runtime value when either flag
+// asks for it (the wildcard prefix when values share a threshold), the
+// configured value otherwise.
+func (r *rule) metricValue(runtime string) string {
+	switch {
+	case (r.detailedMetric || r.valueToMetric) && r.shareThreshold:
+		return r.prefix
+	case r.detailedMetric, r.valueToMetric && (r.value == "" || r.wildcard):
+		return runtime
+	}
+	return r.value
 }
 
 // appendEntry writes one entry to a counter key, length-prefixed so that
