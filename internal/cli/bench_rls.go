@@ -43,7 +43,9 @@ func (f *benchFlags) planRLS(keys *loadgen.Keys) (string, func(int) (loadgen.Op,
 	return fmt.Sprintf("gRPC ShouldRateLimit %s (domain %s, 2 descriptors)", f.rls.grpc, domain), func(w int) (loadgen.Op, error) {
 		pick := keys.Picker(w)
 		return func(run context.Context, _ uint64) (loadgen.Result, error) {
-			ctx, cancel := context.WithTimeout(run, f.timeout)
+			// Not the run's deadline: gRPC sends it to the server, which then
+			// fails calls that could not finish before the run ends.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(run), f.timeout)
 			defer cancel()
 			over, err := client.Call(ctx, domain, pick())
 			switch {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
@@ -293,6 +294,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 		p.add(unitNode, path+".unit", "unknown unit %q (want second, minute, hour or day)", l.unit)
 	}
 	l.sl = sluice.Limit{Name: l.name, Rate: int64(l.perUnit), Window: window, Algorithm: algo, Shadow: shadow}
+	l.current = &pb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.perUnit, Unit: pbUnits[l.unit]}
 	if ok && l.perUnit > 0 {
 		if err := l.sl.Validate(); err != nil {
 			p.add(n, path, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
@@ -302,6 +304,12 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 		}
 	}
 	return l
+}
+
+// pbUnits are the protocol's names of the units.
+var pbUnits = map[string]pb.RateLimitResponse_RateLimit_Unit{
+	"second": pb.RateLimitResponse_RateLimit_SECOND, "minute": pb.RateLimitResponse_RateLimit_MINUTE,
+	"hour": pb.RateLimitResponse_RateLimit_HOUR, "day": pb.RateLimitResponse_RateLimit_DAY,
 }
 
 // fields walks a mapping, calling the function registered for each key.

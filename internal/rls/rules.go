@@ -1,8 +1,11 @@
 package rls
 
 import (
+	"strconv"
 	"strings"
 	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -88,6 +91,9 @@ type limit struct {
 	unlimited bool
 	name      string
 	replaces  []string
+	// current is the limit as responses report it, built once: responses
+	// share it, and gRPC only reads it.
+	current *pb.RateLimitResponse_RateLimit
 }
 
 // units are the rate_limit units envoyproxy/ratelimit's README lists.
@@ -180,19 +186,13 @@ func (r *rule) metricValue(runtime string) string {
 // no key or value, whatever its bytes, can make two descriptors share a
 // key.
 func appendEntry(b *strings.Builder, k, v string) {
-	b.WriteString(itoa(len(k)))
+	var num [20]byte
+	b.Write(strconv.AppendInt(num[:0], int64(len(k)), 10))
 	b.WriteByte(':')
 	b.WriteString(k)
-	b.WriteString(itoa(len(v)))
+	b.Write(strconv.AppendInt(num[:0], int64(len(v)), 10))
 	b.WriteByte(':')
 	b.WriteString(v)
-}
-
-func itoa(n int) string {
-	if n < 10 {
-		return string(rune('0' + n))
-	}
-	return itoa(n/10) + string(rune('0'+n%10))
 }
 
 // entry is one (key, value) of a request descriptor.

@@ -141,7 +141,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 // plan matches every descriptor of req, applies replaces and the hits
 // addends.
 func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
-	replaced := map[string]bool{}
+	var replaced map[string]bool // allocated only when some limit replaces another
 	entries := make([]entry, 0, 4)
 	for i, pd := range req.Descriptors {
 		entries = entries[:0]
@@ -159,6 +159,9 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 		}
 		dd.m, dd.lim = m, m.rule.limit
 		for _, name := range dd.lim.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
 			replaced[name] = true
 		}
 		dd.cost = int64(max(req.HitsAddend, 1))
@@ -246,7 +249,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			s.metrics.descriptor(dom.Name, dd.m.metric, "unlimited")
 			continue
 		}
-		st.CurrentLimit = currentLimit(dd.lim)
+		st.CurrentLimit = dd.lim.current
 		result := "ok"
 		switch {
 		case dd.state == impossible:
@@ -281,14 +284,6 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 		resp.ResponseHeadersToAdd = headers(c, d, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
 	}
 	return resp
-}
-
-func currentLimit(l *limit) *pb.RateLimitResponse_RateLimit {
-	u := map[string]pb.RateLimitResponse_RateLimit_Unit{
-		"second": pb.RateLimitResponse_RateLimit_SECOND, "minute": pb.RateLimitResponse_RateLimit_MINUTE,
-		"hour": pb.RateLimitResponse_RateLimit_HOUR, "day": pb.RateLimitResponse_RateLimit_DAY,
-	}[l.unit]
-	return &pb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.perUnit, Unit: u}
 }
 
 // headers are the RateLimit-Policy and RateLimit fields of the check and,
