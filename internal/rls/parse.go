@@ -299,9 +299,6 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 		if err := l.sl.Validate(); err != nil {
 			p.add(n, path, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
 		}
-		if algo == sluice.Log && l.sl.Rate > sluice.DefaultMaxLogRate {
-			p.add(perUnitNode, path+".requests_per_unit", "a log limit's rate must be <= %d", sluice.DefaultMaxLogRate)
-		}
 	}
 	return l
 }
