@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -47,6 +49,14 @@ func (s *Service) ServeJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := protojson.Marshal(resp)
+	if err == nil {
+		// protojson varies its spacing on purpose; answer the same bytes
+		// for the same response.
+		var b bytes.Buffer
+		if err = json.Compact(&b, out); err == nil {
+			out = b.Bytes()
+		}
+	}
 	if err != nil {
 		http.Error(w, "encoding the response: "+err.Error(), http.StatusInternalServerError)
 		return

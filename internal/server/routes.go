@@ -22,7 +22,8 @@ func (s *Server) apiHandler() http.Handler {
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
 	if s.rls != nil {
-		mux.Handle("/json", http.HandlerFunc(s.rls.ServeJSON)) // envoyproxy/ratelimit's endpoint
+		mux.Handle("/json", http.HandlerFunc(s.rls.ServeJSON)) // envoyproxy/ratelimit's endpoints
+		mux.Handle("/healthcheck", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httplimit.WriteProblem(w, &httplimit.Problem{Title: "Not found", Status: http.StatusNotFound,
