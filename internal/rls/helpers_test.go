@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -76,6 +77,8 @@ type rigOptions struct {
 	store string
 	// extra is appended to the sluice.yaml.
 	extra string
+	// watch is the server's WatchInterval; zero: no polling.
+	watch time.Duration
 }
 
 // start writes files (name → content) to a rule directory and starts a
@@ -95,7 +98,7 @@ func start(t *testing.T, files map[string]string, o rigOptions) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := server.Options{WatchInterval: -1, Logger: slog.New(slog.NewTextHandler(r.log, nil))}
+	opts := server.Options{WatchInterval: cmp.Or(o.watch, -1), Logger: slog.New(slog.NewTextHandler(r.log, nil))}
 	if o.store == "" {
 		ms, err := memstore.New(memstore.Options{Now: r.clock.Now})
 		if err != nil {

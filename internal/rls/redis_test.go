@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,26 @@ func TestFailurePolicyRedisDown(t *testing.T) {
 	if !strings.Contains(r.log.String(), "decided without the store") {
 		t.Errorf("no log line about the degraded decisions; log:\n%s", r.log.String())
 	}
+}
+
+func TestReadyzFailsWithAClosedDomain(t *testing.T) {
+	redis := redistest.Standalone(t)
+	r := start(t, map[string]string{"closed.yaml": "domain: closed\nfailure: closed\n"}, rigOptions{store: redis.URL()})
+	if code := httpStatus(t, r.api+"/readyz"); code != 200 {
+		t.Fatalf("/readyz with Redis up: %d", code)
+	}
+	redis.Kill()
+	if code := httpStatus(t, r.api+"/readyz"); code != 503 {
+		t.Errorf("/readyz with Redis down and a closed domain: %d, want 503", code)
+	}
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

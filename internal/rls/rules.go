@@ -50,6 +50,20 @@ func (r *Rules) Domains() int {
 	return len(r.domains)
 }
 
+// FailsClosed reports whether some domain's failure policy is closed:
+// then its requests are denied while the store cannot be reached.
+func (r *Rules) FailsClosed() bool {
+	if r == nil {
+		return false
+	}
+	for _, d := range r.domains {
+		if d.Failure == config.FailClosed {
+			return true
+		}
+	}
+	return false
+}
+
 // level is one list of descriptors: the entries one request tuple is
 // matched against.
 type level struct {

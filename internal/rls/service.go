@@ -177,7 +177,7 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 			dd.lim = nil
 		case dd.lim.unlimited:
 			dd.state = unlimited
-		case dd.cost > dd.lim.sl.Rate:
+		case dd.lim.sl.Rate == 0 || dd.cost > dd.lim.sl.Rate:
 			dd.state = impossible
 		default:
 			dd.state = checked

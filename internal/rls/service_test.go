@@ -239,3 +239,26 @@ func TestReload(t *testing.T) {
 		t.Errorf("after a failed reload the running rules must stay: %v", resp)
 	}
 }
+
+func TestWatchReloadsTheDirectory(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{watch: 20 * time.Millisecond})
+	r.write("late.yaml", "domain: late\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.ask("late", desc("k", "v")).Statuses[0].CurrentLimit == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new file was not served within 10 s; log:\n%s", r.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.wantMetric(`sluice_config_reloads_total{result="ok"} `)
+}
+
+func TestBlockListPeek(t *testing.T) {
+	r := start(t, map[string]string{"b.yaml": "domain: b\ndescriptors:\n  - key: ip\n    value: 1.2.3.4\n    rate_limit: {unit: second, requests_per_unit: 0}\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 5}\n"}, rigOptions{})
+	// A peek at a block-listed address is over its limit too, and is not
+	// an error; the other descriptor is peeked, not charged.
+	resp := r.call(&pb.RateLimitRequest{Domain: "b", Descriptors: []*pbDesc{withAddend(desc("ip", "1.2.3.4"), 0), desc("ip", "5.6.7.8")}})
+	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOver || resp.Statuses[1].LimitRemaining != 5 {
+		t.Errorf("%v, want OVER_LIMIT by the block list and 5.6.7.8 untouched", resp)
+	}
+}

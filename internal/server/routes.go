@@ -55,11 +55,12 @@ func handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz answers 503 while the store cannot be reached and some
-// zone's failure policy is closed (every check of that zone would be
+// zone's (or rate-limit domain's) failure policy is closed (every check of that zone would be
 // denied); 200 otherwise, when checks are decided, degraded or not.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	closed := slices.ContainsFunc(st.cfg.Zones, func(z config.Zone) bool { return z.Failure == config.FailClosed })
+	closed = closed || s.rls != nil && s.rls.Rules().FailsClosed()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if !closed {
