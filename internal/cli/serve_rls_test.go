@@ -65,3 +65,23 @@ func TestServeCheckConfigRLS(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant 1 and the file, line and reason", code, errOut.String())
 	}
 }
+
+// TestBenchRLS loads a running server's grpc listener and /json with
+// "sluice bench -grpc" and "-rls-json" on examples/envoy/config/bench.yaml.
+func TestBenchRLS(t *testing.T) {
+	bench, err := os.ReadFile("../../examples/envoy/config/bench.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeRuleDir(t, map[string]string{"bench.yaml": string(bench)})
+	stdout, stderr, _ := serveInProcess(t, nil, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-rls-config-dir", dir)
+	grpcAddr := waitFor(t, stdout, stderr, grpcBannerRE)[1]
+	api := waitFor(t, stdout, stderr, apiBannerRE)[1]
+	for _, args := range [][]string{{"-grpc", grpcAddr}, {"-rls-json", api + "/json"}} {
+		var out, errOut syncBuffer
+		code := Main(t.Context(), append([]string{"bench", "-n", "200", "-c", "4", "-json"}, args...), Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: envOf(nil)})
+		if code != 0 || !strings.Contains(out.String(), `"allowed": 200`) {
+			t.Errorf("bench %v: exit %d, want 200 allowed\nstdout:\n%s\nstderr:\n%s", args, code, out.String(), errOut.String())
+		}
+	}
+}
