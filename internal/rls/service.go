@@ -109,11 +109,11 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	}
 	dom := s.rules.Load().Domain(req.Domain)
 	descs := make([]descriptor, len(req.Descriptors))
-	if dom != nil {
-		if err := dom.plan(req, descs); err != nil {
-			return nil, dom, err
-		}
+	if dom == nil {
+		// envoyproxy/ratelimit answers an unknown domain OK, without limits.
+		return s.respond(nil, descs, sluice.Check{}, &sluice.Decision{}, false), nil, nil
 	}
+	dom.plan(req, descs)
 	c, blocked, err := dom.check(descs)
 	if err != nil {
 		return nil, dom, err
@@ -140,7 +140,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 
 // plan matches every descriptor of req, applies replaces and the hits
 // addends.
-func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
+func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) {
 	var replaced map[string]bool // allocated only when some limit replaces another
 	entries := make([]entry, 0, 4)
 	for i, pd := range req.Descriptors {
@@ -183,7 +183,6 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 			dd.state = checked
 		}
 	}
-	return nil
 }
 
 // check builds the one sluice check of the descriptors in the checked
