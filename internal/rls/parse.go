@@ -29,6 +29,10 @@ const maxDepth = 32
 // reported, each a *config.Error with the file, the line and the path of
 // the value. A directory without a rule file is an error.
 func LoadDir(dir string) (*Rules, error) {
+	stamp, err := DirStamp(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rls: %w", err)
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("rls: %w", err)
@@ -52,9 +56,31 @@ func LoadDir(dir string) (*Rules, error) {
 	}
 	r, err := Parse(files)
 	if r != nil {
-		r.Dir = dir
+		r.Dir, r.stamp = dir, stamp
 	}
 	return r, err
+}
+
+// DirStamp summarizes the names, sizes and modification times of the
+// entries of dir, following a symlinked directory (envoyproxy/ratelimit's
+// runtime root usually is one): a watcher reloads when it changes.
+func DirStamp(dir string) (string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var b []byte
+	for _, e := range ents { // sorted by name
+		fi, err := os.Stat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return "", err
+		}
+		b = fmt.Appendf(b, "%s\x00%d\x00%d\x00", e.Name(), fi.Size(), fi.ModTime().UnixNano())
+	}
+	return string(b), nil
 }
 
 // Parse parses rule files, keyed by their names. Two files may not define

@@ -17,7 +17,13 @@ type Rules struct {
 	// Dir is the directory the rules were read from; empty for Parse.
 	Dir     string
 	domains map[string]*Domain
+	// stamp is the DirStamp of Dir taken before its files were read.
+	stamp string
 }
+
+// Stamp returns the DirStamp of the directory taken before the rules were
+// read from it; empty for Parse.
+func (r *Rules) Stamp() string { return r.stamp }
 
 // Domain is one domain's descriptor tree and its sluice settings.
 type Domain struct {

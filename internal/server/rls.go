@@ -2,11 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -80,7 +76,9 @@ func (s *Server) watchRLS(ctx context.Context) {
 	}
 	go func() {
 		dir := s.running.RLS.ConfigDir
-		last, _ := dirStamp(dir)
+		// The stamp of the rules being served, not of the directory now:
+		// a change since they were read is a change.
+		last := s.rls.Rules().Stamp()
 		t := time.NewTicker(s.opts.WatchInterval)
 		defer t.Stop()
 		for {
@@ -89,7 +87,7 @@ func (s *Server) watchRLS(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			st, err := dirStamp(dir)
+			st, err := rls.DirStamp(dir)
 			if err != nil || st == last {
 				continue
 			}
@@ -97,27 +95,4 @@ func (s *Server) watchRLS(ctx context.Context) {
 			s.ReloadRLS() // logged and counted
 		}
 	}()
-}
-
-// dirStamp summarizes the names, sizes and modification times of a
-// directory's entries (following a symlinked directory, as
-// envoyproxy/ratelimit's runtime root usually is).
-func dirStamp(dir string) (string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return "", err
-	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	var b []byte
-	for _, e := range ents {
-		fi, err := os.Stat(filepath.Join(dir, e.Name()))
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return "", err
-		}
-		b = fmt.Appendf(b, "%s\x00%d\x00%d\x00", e.Name(), fi.Size(), fi.ModTime().UnixNano())
-	}
-	return string(b), nil
 }
