@@ -79,6 +79,8 @@ type rigOptions struct {
 	extra string
 	// watch is the server's WatchInterval; zero: no polling.
 	watch time.Duration
+	// storeTimeout is store.timeout; zero: the default, 50ms.
+	storeTimeout time.Duration
 }
 
 // start writes files (name → content) to a rule directory and starts a
@@ -92,7 +94,7 @@ func start(t *testing.T, files map[string]string, o rigOptions) *rig {
 	yaml := "listeners:\n  - {addr: 127.0.0.1:0, serve: api}\n  - {addr: 127.0.0.1:0, serve: grpc}\n" +
 		"rls: {config_dir: " + r.dir + ", response_headers: true}\n" + o.extra
 	if o.store != "" {
-		yaml += "store: {url: \"" + o.store + "\"}\n"
+		yaml += "store: {url: \"" + o.store + "\", timeout: " + cmp.Or(o.storeTimeout, 50*time.Millisecond).String() + "}\n"
 	}
 	cfg, err := config.Parse("sluice.yaml", []byte(yaml))
 	if err != nil {

@@ -16,7 +16,9 @@ import (
 
 func TestRedisCluster(t *testing.T) {
 	cluster := redistest.NewCluster(t)
-	r := start(t, map[string]string{"messaging.yaml": example2, "api.yaml": apiRules}, rigOptions{store: cluster.URL()})
+	// A store timeout long enough that no check on a loaded machine is
+	// decided by the failure policy (which would answer OK unrecorded).
+	r := start(t, map[string]string{"messaging.yaml": example2, "api.yaml": apiRules}, rigOptions{store: cluster.URL(), storeTimeout: 2 * time.Second})
 	// Nested descriptors whose keys fall in different slots: still all or
 	// nothing (the store refunds across slots).
 	for n := range 5 {
@@ -45,15 +47,18 @@ func TestFailurePolicyRedisDown(t *testing.T) {
 		"open.yaml":   "domain: open\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
 		"closed.yaml": "domain: closed\nfailure: closed\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n",
 	}
-	r := start(t, rules, rigOptions{store: redis.URL()})
+	// A timeout long enough that a loaded machine running -race does not
+	// fail the calls made while Redis is up.
+	const timeout = 500 * time.Millisecond
+	r := start(t, rules, rigOptions{store: redis.URL(), storeTimeout: timeout})
 	for _, d := range []string{"open", "closed"} {
 		if resp := r.ask(d, desc("k", "v")); resp.OverallCode != codeOK {
 			t.Fatalf("%s with Redis up: %v", d, resp)
 		}
 	}
 	redis.Kill()
-	// The store timeout is 50 ms; every answer must come well within a
-	// second, decided by the domain's failure policy.
+	// Every answer must come within the store timeout (and some slack),
+	// decided by the domain's failure policy.
 	for range 3 {
 		for _, d := range []string{"open", "closed"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -61,8 +66,8 @@ func TestFailurePolicyRedisDown(t *testing.T) {
 			resp, err := r.client.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: d, Descriptors: []*pbDesc{desc("k", "v")}})
 			took := time.Since(start)
 			cancel()
-			if took > time.Second {
-				t.Errorf("%s: answered in %v, want well within a second", d, took)
+			if took > timeout+time.Second {
+				t.Errorf("%s: answered in %v, want within the store timeout %v", d, took, timeout)
 			}
 			switch d {
 			case "open":
@@ -85,7 +90,7 @@ func TestFailurePolicyRedisDown(t *testing.T) {
 
 func TestReadyzFailsWithAClosedDomain(t *testing.T) {
 	redis := redistest.Standalone(t)
-	r := start(t, map[string]string{"closed.yaml": "domain: closed\nfailure: closed\n"}, rigOptions{store: redis.URL()})
+	r := start(t, map[string]string{"closed.yaml": "domain: closed\nfailure: closed\n"}, rigOptions{store: redis.URL(), storeTimeout: time.Second})
 	if code := httpStatus(t, r.api+"/readyz"); code != 200 {
 		t.Fatalf("/readyz with Redis up: %d", code)
 	}
