@@ -3,7 +3,7 @@ package config
 import (
 	"slices"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // DefaultGRPCAddr is the address of the grpc listener added when

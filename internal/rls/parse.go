@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -145,7 +145,8 @@ func parseFile(file string, data []byte) (*parsedDomain, error) {
 	}
 	root, err := decode(data)
 	if err != nil {
-		p.errs = append(p.errs, &config.Error{File: file, Line: yamlErrorLine(err), Problem: strings.TrimPrefix(err.Error(), "yaml: ")})
+		line, msg := yamlError(err)
+		p.errs = append(p.errs, &config.Error{File: file, Line: line, Problem: msg})
 		return nil, errors.Join(p.errs...)
 	}
 	d := &parsedDomain{Domain: Domain{File: file, Algorithm: sluice.SlidingWindow, Failure: config.FailOpen}}
@@ -457,13 +458,15 @@ func describe(n *yaml.Node) string {
 	return "an unsupported node"
 }
 
-// yamlErrorLine extracts N from yaml.v3's "yaml: line N: ..." messages.
-func yamlErrorLine(err error) int {
-	rest, ok := strings.CutPrefix(err.Error(), "yaml: line ")
-	if !ok {
-		return 0
+// yamlError returns the line and the message of a YAML syntax error.
+func yamlError(err error) (line int, msg string) {
+	var le *yaml.LoadError
+	if !errors.As(err, &le) {
+		return 0, strings.TrimPrefix(err.Error(), "yaml: ")
 	}
-	num, _, _ := strings.Cut(rest, ":")
-	n, _ := strconv.Atoi(num)
-	return n
+	msg = le.Message
+	if le.ContextMsg != "" {
+		msg += " (" + le.ContextMsg + ")"
+	}
+	return le.Mark.Line, msg
 }

@@ -28,7 +28,7 @@ func TestParseErrors(t *testing.T) {
 		{"replaces without name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{}]\n", 7, "replaces needs the name"},
 		{"bad algorithm", "domain: d\nalgorithm: leaky\n", 2, `unknown algorithm "leaky"`},
 		{"bad failure", "domain: d\nfailure: maybe\n", 2, `unknown failure policy "maybe"`},
-		{"not yaml", "domain: [\n", 1, ""},
+		{"not yaml", "domain: [\n", 2, "did not find expected node content"},
 		{"empty", "", 0, "the file is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
