@@ -18,7 +18,8 @@ import (
 // the RateLimitResponse in the same mapping: 200 when OK, 429 when over
 // the limit. A malformed request gets 400, a body over the listener's
 // limit 413, a store that could not decide 503, each with a plain-text
-// reason.
+// reason. The server puts it behind the rules of its other POST
+// endpoints (Content-Type: application/json, admin settings).
 func (s *Service) ServeJSON(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

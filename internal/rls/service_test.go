@@ -262,3 +262,18 @@ func TestBlockListPeek(t *testing.T) {
 		t.Errorf("%v, want OVER_LIMIT by the block list and 5.6.7.8 untouched", resp)
 	}
 }
+
+func TestJSONNeedsJSONContentType(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	resp, err := http.Post(r.api+"/json", "text/plain", strings.NewReader(`{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"x"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: status %d, want 415", resp.StatusCode)
+	}
+	if got := r.ask("api", desc("user", "x")).Statuses[0].LimitRemaining; got != 9 {
+		t.Errorf("remaining after the refused post and one request = %d, want 9", got)
+	}
+}

@@ -35,8 +35,8 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 	}))
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
-	if s.rls != nil && role == config.API {
-		mux.Handle("/json", http.HandlerFunc(s.rls.ServeJSON)) // envoyproxy/ratelimit's endpoints
+	if s.rls != nil { // envoyproxy/ratelimit's endpoints; /json spends counters as /v1/check does
+		mux.Handle("/json", s.postEndpoint(role, config.EndpointCheck, s.rls.ServeJSON))
 		mux.Handle("/healthcheck", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	}
 	endpoints := "POST /v1/check, POST /v1/reset, GET /v1/auth, /metrics, /healthz or /readyz"
