@@ -53,8 +53,10 @@
 //     value_to_metric put the request's value in the rule label of the
 //     metrics, as the README describes. quota_mode, which the README does
 //     not describe, is refused.
-//   - A descriptor's limit override (RateLimitDescriptor.limit) and
-//     is_negative_hits are ignored.
+//   - A descriptor's limit override (RateLimitDescriptor.limit) is used
+//     whatever the rules say, as in envoyproxy/ratelimit, with the units
+//     SECOND to DAY and unit_multiplier; MONTH and YEAR are refused.
+//     is_negative_hits is ignored.
 //   - The units are those the README lists: second, minute, hour, day.
 //
 // Counters live in sluice zone "rls/<domain>", keyed by the descriptor's

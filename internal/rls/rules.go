@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -200,6 +203,59 @@ func (r *rule) metricValue(runtime string) string {
 		return runtime
 	}
 	return r.value
+}
+
+// entriesKey is the counter key of a descriptor's entries, values as sent.
+func entriesKey(entries []entry) string {
+	var b strings.Builder
+	for _, e := range entries {
+		appendEntry(&b, e.key, e.value)
+	}
+	return b.String()
+}
+
+// override builds the limit a request descriptor carries itself
+// (RateLimitDescriptor.limit, which Envoy fills from route configuration
+// or dynamic metadata). As in envoyproxy/ratelimit it replaces any rule,
+// is never in shadow mode and replaces nothing. Its rule label is
+// "override:" and the entries' keys, without their values.
+func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries []entry) (*limit, error) {
+	unit, ok := overrideUnits[o.GetUnit()]
+	if !ok {
+		return nil, fmt.Errorf("limit override unit %v is not supported (want SECOND, MINUTE, HOUR or DAY)", o.GetUnit())
+	}
+	mult := uint32(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = m.GetValue()
+	}
+	var label strings.Builder
+	label.WriteString("override:")
+	for i, e := range entries {
+		if i > 0 {
+			label.WriteByte('.')
+		}
+		label.WriteString(e.key)
+	}
+	l := &limit{unit: strings.ToLower(unit.name.String()), perUnit: o.GetRequestsPerUnit()}
+	l.sl = sluice.Limit{Name: label.String(), Rate: int64(l.perUnit), Window: unit.d * time.Duration(mult), Algorithm: d.Algorithm}
+	l.current = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.perUnit, Unit: unit.name, UnitMultiplier: o.GetUnitMultiplier()}
+	if l.perUnit > 0 {
+		if err := l.sl.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// overrideUnits are the units of a limit override that sluice supports.
+var overrideUnits = map[typev3.RateLimitUnit]struct {
+	d    time.Duration
+	name pb.RateLimitResponse_RateLimit_Unit
+}{
+	typev3.RateLimitUnit_SECOND: {time.Second, pb.RateLimitResponse_RateLimit_SECOND},
+	typev3.RateLimitUnit_MINUTE: {time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
+	typev3.RateLimitUnit_HOUR:   {time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
+	typev3.RateLimitUnit_DAY:    {24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
 }
 
 // appendEntry writes one entry to a counter key, length-prefixed so that

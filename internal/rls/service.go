@@ -113,7 +113,9 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 		// envoyproxy/ratelimit answers an unknown domain OK, without limits.
 		return s.respond(nil, descs, sluice.Check{}, &sluice.Decision{}, false), nil, nil
 	}
-	dom.plan(req, descs)
+	if err := dom.plan(req, descs); err != nil {
+		return nil, dom, err
+	}
 	c, blocked, err := dom.check(descs)
 	if err != nil {
 		return nil, dom, err
@@ -138,9 +140,9 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	return resp, dom, nil
 }
 
-// plan matches every descriptor of req, applies replaces and the hits
-// addends.
-func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) {
+// plan matches every descriptor of req (or takes its limit override),
+// applies replaces and the hits addends.
+func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 	var replaced map[string]bool // allocated only when some limit replaces another
 	entries := make([]entry, 0, 4)
 	for i, pd := range req.Descriptors {
@@ -153,6 +155,18 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) {
 		if len(entries) == 0 {
 			continue
 		}
+		dd.cost = int64(max(req.HitsAddend, 1))
+		if h := pd.GetHitsAddend(); h != nil {
+			dd.cost = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		if o := pd.GetLimit(); o != nil {
+			lim, err := d.override(o, entries)
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			dd.m, dd.lim = match{key: entriesKey(entries), metric: lim.sl.Name}, lim
+			continue
+		}
 		m, ok := d.match(entries)
 		if !ok {
 			continue
@@ -163,10 +177,6 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) {
 				replaced = map[string]bool{}
 			}
 			replaced[name] = true
-		}
-		dd.cost = int64(max(req.HitsAddend, 1))
-		if h := pd.GetHitsAddend(); h != nil {
-			dd.cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
 	}
 	for i := range descs {
@@ -183,6 +193,7 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) {
 			dd.state = checked
 		}
 	}
+	return nil
 }
 
 // check builds the one sluice check of the descriptors in the checked

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -275,5 +277,25 @@ func TestJSONNeedsJSONContentType(t *testing.T) {
 	}
 	if got := r.ask("api", desc("user", "x")).Statuses[0].LimitRemaining; got != 9 {
 		t.Errorf("remaining after the refused post and one request = %d, want 9", got)
+	}
+}
+
+func TestLimitOverride(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	// A descriptor that carries its own limit: used whatever the rules say
+	// (here, none would match).
+	over := desc("route", "checkout")
+	over.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+	if got := r.askN(3, "api", over); got != 2 {
+		t.Errorf("override of 2 per minute: %d of 3 OK, want 2", got)
+	}
+	if l := r.ask("api", over).Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 2 || l.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+		t.Errorf("current_limit %v, want the override", l)
+	}
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="over_limit",rule="override:route"}`)
+	bad := desc("route", "x")
+	bad.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_YEAR}
+	if _, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbDesc{bad}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a YEAR override: err %v, want InvalidArgument", err)
 	}
 }
