@@ -22,12 +22,17 @@ type RLS struct {
 	// the limit) Retry-After fields to every response's
 	// response_headers_to_add. Default: false.
 	ResponseHeaders bool
+	// ShadowMode puts every rate-limit rule in shadow mode (decided,
+	// counted, answered OK), as envoyproxy/ratelimit's SHADOW_MODE.
+	// Default: false.
+	ShadowMode bool
 }
 
 func (w *walker) rls(n *yaml.Node, path string, r *RLS) {
 	w.fields(n, path, map[string]func(*yaml.Node, string){
 		"config_dir":       func(v *yaml.Node, p string) { r.ConfigDir = w.str(v, p) },
 		"response_headers": func(v *yaml.Node, p string) { r.ResponseHeaders = w.boolean(v, p) },
+		"shadow_mode":      func(v *yaml.Node, p string) { r.ShadowMode = w.boolean(v, p) },
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,8 @@ type rigOptions struct {
 	watch time.Duration
 	// storeTimeout is store.timeout; zero: the default, 50ms.
 	storeTimeout time.Duration
+	// shadow sets rls.shadow_mode.
+	shadow bool
 }
 
 // start writes files (name → content) to a rule directory and starts a
@@ -92,7 +95,7 @@ func start(t *testing.T, files map[string]string, o rigOptions) *rig {
 		r.write(name, text)
 	}
 	yaml := "listeners:\n  - {addr: 127.0.0.1:0, serve: api}\n  - {addr: 127.0.0.1:0, serve: grpc}\n" +
-		"rls: {config_dir: " + r.dir + ", response_headers: true}\n" + o.extra
+		"rls: {config_dir: " + r.dir + ", response_headers: true, shadow_mode: " + strconv.FormatBool(o.shadow) + "}\n" + o.extra
 	if o.store != "" {
 		yaml += "store: {url: \"" + o.store + "\", timeout: " + cmp.Or(o.storeTimeout, 50*time.Millisecond).String() + "}\n"
 	}

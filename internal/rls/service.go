@@ -36,6 +36,10 @@ type Options struct {
 	// Retry-After when over the limit, to response_headers_to_add.
 	// Default: false.
 	ResponseHeaders bool
+	// Shadow puts every limit in shadow mode, as envoyproxy/ratelimit's
+	// SHADOW_MODE does: requests are decided and counted as usual and
+	// answered OK. Default: false.
+	Shadow bool
 }
 
 // Service answers Envoy's ShouldRateLimit from a set of Rules. It is safe
@@ -116,7 +120,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if err := dom.plan(req, descs); err != nil {
 		return nil, dom, err
 	}
-	c, blocked, err := dom.check(descs)
+	c, blocked, err := dom.check(descs, s.opts.Shadow)
 	if err != nil {
 		return nil, dom, err
 	}
@@ -201,11 +205,11 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 // becomes a peek (cost 0), so that the others report their state and
 // nothing is recorded. Descriptors that select the same counter share a
 // hit. Recording descriptors must agree on one cost.
-func (d *Domain) check(descs []descriptor) (c sluice.Check, blocked bool, err error) {
+func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked bool, err error) {
 	cost, costFrom := int64(-1), -1
 	for i := range descs {
 		dd := &descs[i]
-		if dd.state == impossible && !dd.lim.sl.Shadow {
+		if dd.state == impossible && !dd.lim.sl.Shadow && !shadow {
 			blocked = true
 		}
 		if dd.state != checked {
@@ -232,7 +236,7 @@ func (d *Domain) check(descs []descriptor) (c sluice.Check, blocked bool, err er
 			c.Hits = append(c.Hits, hit)
 		}
 	}
-	c.Cost = max(cost, 0)
+	c.Cost, c.Shadow = max(cost, 0), shadow
 	if blocked {
 		c.Cost = 0
 	}
@@ -264,7 +268,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 		switch {
 		case dd.state == impossible:
 			result = "over_limit"
-			if dd.lim.sl.Shadow {
+			if dd.lim.sl.Shadow || s.opts.Shadow {
 				result = "shadow_over_limit"
 			} else {
 				over(st)
@@ -283,7 +287,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 				}
 			}
 			st.DurationUntilReset = durationpb.New(wait)
-		case !d.Allowed && !blocked:
+		case !d.Allowed && !blocked && !s.opts.Shadow:
 			// Decided without the store by a closed failure policy.
 			result = "over_limit"
 			over(st)

@@ -299,3 +299,15 @@ func TestLimitOverride(t *testing.T) {
 		t.Errorf("a YEAR override: err %v, want InvalidArgument", err)
 	}
 }
+
+func TestGlobalShadowMode(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules + "  - key: blocked\n    rate_limit: {unit: second, requests_per_unit: 0}\n"}, rigOptions{shadow: true})
+	if got := r.askN(12, "api", desc("user", "z")); got != 12 {
+		t.Errorf("global shadow mode: %d of 12 OK, want all", got)
+	}
+	if got := r.askN(2, "api", desc("blocked", "z")); got != 2 {
+		t.Errorf("global shadow mode, a limit of 0: %d of 2 OK, want all", got)
+	}
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="user"} 2`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="blocked"} 2`)
+}

@@ -30,6 +30,7 @@ func (s *Server) openRLS(cfg *config.Config) error {
 		Logger:          s.log,
 		Registerer:      s.metrics.reg,
 		ResponseHeaders: cfg.RLS.ResponseHeaders,
+		Shadow:          cfg.RLS.ShadowMode,
 	})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
