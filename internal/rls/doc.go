@@ -58,6 +58,8 @@
 //     SECOND to DAY and unit_multiplier; MONTH and YEAR are refused.
 //     is_negative_hits is ignored.
 //   - The units are those the README lists: second, minute, hour, day.
+//   - Options.Shadow (rls.shadow_mode) is envoyproxy/ratelimit's global
+//     SHADOW_MODE: every check is a shadow check, answered OK.
 //
 // Counters live in sluice zone "rls/<domain>", keyed by the descriptor's
 // entries, so they never meet a sluice zone's keys.
