@@ -191,14 +191,14 @@ func (d *Domain) match(entries []entry) (match, bool) {
 }
 
 // metricValue is the value part of the rule's metric path for a request
-// value, as envoyproxy/ratelimit's README describes detailed_metric,
+// value, as envoyproxy/ratelimit describes detailed_metric,
 // value_to_metric and share_threshold: the runtime value when either flag
-// asks for it (the wildcard prefix when values share a threshold), the
-// configured value otherwise.
+// asks for it, the configured value otherwise; values that share a
+// threshold always show the wildcard (such as "api/*"), as its code does.
 func (r *rule) metricValue(runtime string) string {
 	switch {
-	case (r.detailedMetric || r.valueToMetric) && r.shareThreshold:
-		return r.prefix
+	case r.shareThreshold:
+		return r.value
 	case r.detailedMetric, r.valueToMetric && (r.value == "" || r.wildcard):
 		return runtime
 	}
