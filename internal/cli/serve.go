@@ -41,6 +41,7 @@ func (f *serveFlags) register(env Env, fs *flag.FlagSet) {
 	fs.StringVar(&f.overrides.LogFormat, "log-format", env.Getenv("SLUICE_LOG_FORMAT"), "log `format`: text or json (env SLUICE_LOG_FORMAT; default text)")
 	f.overrides.AdminToken = env.Getenv("SLUICE_ADMIN_TOKEN") // no flag: a flag shows in ps
 	fs.StringVar(&f.overrides.LogLevel, "log-level", env.Getenv("SLUICE_LOG_LEVEL"), "log `level`: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info)")
+	registerRLSFlags(env, fs, &f.overrides)
 }
 
 func runServe(ctx context.Context, env Env, args []string) int {
@@ -63,7 +64,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	if f.checkConfig {
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
-		return 0
+		return checkRLSConfig(env, cfg)
 	}
 	return serve(ctx, env, f, cfg)
 }
@@ -133,7 +134,8 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 		for {
 			select {
 			case <-hup:
-				srv.Reload() // logged and counted by the server
+				srv.Reload()    // logged and counted by the server
+				srv.ReloadRLS() // likewise; a no-op without rls.config_dir
 			case <-done:
 				return
 			}
@@ -151,7 +153,11 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 // endpoint there) and the first zone.
 func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 	for _, a := range addrs {
-		fmt.Fprintf(w, "sluice: serving %s on http://%s\n", a.Role, a.Addr)
+		scheme := "http://"
+		if a.Role == config.GRPC {
+			scheme = "grpc://"
+		}
+		fmt.Fprintf(w, "sluice: serving %s on %s%s\n", a.Role, scheme, a.Addr)
 	}
 	role := config.API
 	adminCheck := cfg.Admin.IsAdmin(config.EndpointCheck)
@@ -159,7 +165,7 @@ func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 		role = config.AdminRole
 	}
 	for _, a := range addrs {
-		if a.Role != role {
+		if a.Role != role || len(cfg.Zones) == 0 {
 			continue
 		}
 		base := "http://" + dialable(a.Addr)

@@ -32,6 +32,8 @@ type Config struct {
 	// Admin says which endpoints are admin endpoints and how they are
 	// protected.
 	Admin Admin
+	// RLS configures Envoy's rate-limit service on grpc listeners.
+	RLS RLS
 }
 
 // Zone returns the zone named name, or nil.
@@ -129,6 +131,9 @@ const (
 	// operational endpoints. When some listener has this role, the admin
 	// endpoints are served only there.
 	AdminRole Role = "admin"
+	// GRPC serves Envoy's rate-limit service (ShouldRateLimit), gRPC
+	// health and reflection. Needs RLS.ConfigDir.
+	GRPC Role = "grpc"
 )
 
 // Endpoint names an API endpoint that can be made an admin endpoint.

@@ -142,7 +142,7 @@ func TestErrors(t *testing.T) {
 		{"bad duration", zone + "store: {timeout: fast}\n", `store.timeout: want a duration such as 50ms or 30s, got "fast"`},
 		{"bad log", zone + "log: {format: xml, level: loud}\n", "log.level: unknown log level"},
 		{"bad listener", zone + "listeners: [{addr: 'localhost'}]\n", `listeners[0].addr: "localhost" is not host:port`},
-		{"bad role", zone + "listeners: [{addr: ':1', serve: grpc}]\n", `listeners[0].serve: unknown role "grpc"`},
+		{"bad role", zone + "listeners: [{addr: ':1', serve: smtp}]\n", `listeners[0].serve: unknown role "smtp"`},
 		{"duplicate listener", zone + "listeners: [{addr: ':1'}, {addr: ':1'}]\n", `listeners[1].addr: ":1" is also the address of listeners[0]`},
 		{"negative body", zone + "listeners: [{addr: ':1', max_body_bytes: -1}]\n", "max_body_bytes: must be > 0, got -1"},
 		{"proxy without listener", zone + "proxy: {upstream: 'http://x'}\n", "proxy is configured but no listener has serve: proxy"},
@@ -318,7 +318,7 @@ func TestEmptyAndOddValuesRefused(t *testing.T) {
 		{"limit name not ASCII", "zones:\n  - name: a\n    limits: [{spec: 1r/s, name: minüte}]\n", `c.yaml:3: zones[0].limits[0]: name "minüte": use printable ASCII`},
 		{"second document", zone + "---\nzones: []\n", "c.yaml:5: a second document (after ---)"},
 		{"admin endpoint", zone + "admin: {endpoints: [reset, purge]}\n", `c.yaml:4: admin.endpoints[1]: unknown endpoint "purge"`},
-		{"admin role typo", zone + "listeners: [{addr: ':1', serve: admn}]\n", `listeners[0].serve: unknown role "admn" (want api, proxy or admin)`},
+		{"admin role typo", zone + "listeners: [{addr: ':1', serve: admn}]\n", `listeners[0].serve: unknown role "admn" (want api, proxy, admin or grpc)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("c.yaml", []byte(tt.yaml))

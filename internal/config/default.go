@@ -42,6 +42,10 @@ type Overrides struct {
 	// AdminToken replaces the token read from admin.token_file
 	// (SLUICE_ADMIN_TOKEN).
 	AdminToken string
+	// RLSConfigDir replaces rls.config_dir.
+	RLSConfigDir string
+	// GRPCListen replaces the address of the first grpc listener.
+	GRPCListen string
 }
 
 // Override applies o to c and validates the result. Problems name the
@@ -72,8 +76,10 @@ func (c *Config) Override(o Overrides) error {
 		}
 		c.Admin.Token = o.AdminToken
 	}
+	c.overrideRLS(o)
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)
+	w.validateRLS(c)
 	w.validateListeners(c)
 	return w.err()
 }

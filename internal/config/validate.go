@@ -29,6 +29,7 @@ const MaxZoneNameLen = 64
 func (w *walker) validate(c *Config) {
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)
+	w.validateRLS(c)
 	w.validateListeners(c)
 	w.validateZones(c)
 	w.validateProxy(c)
@@ -164,8 +165,8 @@ func (w *walker) validateListeners(c *Config) {
 	for i := range c.Listeners {
 		l, path := &c.Listeners[i], index("listeners", i)
 		l.setDefaults()
-		if l.Serve != API && l.Serve != ProxyRole && l.Serve != AdminRole && !w.failed(path+".serve") {
-			w.add(w.line(path+".serve"), path+".serve", "unknown role %q (want api, proxy or admin)", l.Serve)
+		if l.Serve != API && l.Serve != ProxyRole && l.Serve != AdminRole && l.Serve != GRPC && !w.failed(path+".serve") {
+			w.add(w.line(path+".serve"), path+".serve", "unknown role %q (want api, proxy, admin or grpc)", l.Serve)
 		}
 		if w.failed(path + ".addr") {
 			continue
@@ -205,8 +206,8 @@ func cmp[T comparable](v, def T) T {
 }
 
 func (w *walker) validateZones(c *Config) {
-	if len(c.Zones) == 0 {
-		w.add(w.line("zones"), "zones", "at least one zone is required")
+	if len(c.Zones) == 0 && c.RLS.ConfigDir == "" {
+		w.add(w.line("zones"), "zones", "at least one zone is required (or rls.config_dir)")
 	}
 	seen := map[string]string{}
 	for i := range c.Zones {

@@ -3,7 +3,10 @@
 // auth_request endpoint (/v1/auth), the reverse proxy, and the operational
 // endpoints (/metrics, /healthz, /readyz), on the listeners of a
 // config.Config. The user documentation, with every option, endpoint,
-// header and metric, is docs/server.md.
+// header and metric, is docs/server.md. With rls.config_dir it also
+// serves Envoy's rate-limit API from package rls (grpc listeners, POST
+// /json), through the same failure-policy chains as the zones (rls.go);
+// docs/envoy.md documents it.
 //
 // # Structure
 //

@@ -35,6 +35,10 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 	}))
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
+	if s.rls != nil { // envoyproxy/ratelimit's endpoints; /json spends counters as /v1/check does
+		mux.Handle("/json", s.postEndpoint(role, config.EndpointCheck, s.rls.ServeJSON))
+		mux.Handle("/healthcheck", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
+	}
 	endpoints := "POST /v1/check, POST /v1/reset, GET /v1/auth, /metrics, /healthz or /readyz"
 	if role == config.AdminRole {
 		endpoints = "the admin endpoints, /metrics, /healthz or /readyz"
@@ -138,11 +142,12 @@ func handleHealthz(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReadyz answers 503 while the store cannot be reached and some
-// zone's failure policy is closed (every check of that zone would be
+// zone's (or rate-limit domain's) failure policy is closed (every check of that zone would be
 // denied); 200 otherwise, when checks are decided, degraded or not.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	closed := slices.ContainsFunc(st.cfg.Zones, func(z config.Zone) bool { return z.Failure == config.FailClosed })
+	closed = closed || s.rls != nil && s.rls.Rules().FailsClosed()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if !closed {

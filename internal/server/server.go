@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // Defaults of Options.
@@ -72,12 +73,23 @@ type Server struct {
 	// adminListener is whether some listener has the admin role: then the
 	// admin endpoints are served there only.
 	adminListener bool
+
+	// rls is Envoy's rate-limit service; nil without rls.config_dir.
+	rls *rls.Service
 }
 
 type listener struct {
 	cfg config.Listener
 	ln  net.Listener
-	srv *http.Server
+	srv serving
+}
+
+// serving is what Serve and shutdown need of a listener's server: an
+// *http.Server or a gRPC server.
+type serving interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // New returns a Server for cfg. It opens the store (unless opts.Store is
@@ -121,6 +133,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.state.Store(st)
+	if err := s.openRLS(cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -140,7 +155,13 @@ func (s *Server) Listen() error {
 			s.closeListeners()
 			return fmt.Errorf("server: listen (%s) on %s: %w", cfg.Serve, cfg.Addr, err)
 		}
-		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: s.httpServer(cfg)})
+		var srv serving
+		if cfg.Serve == config.GRPC {
+			srv = s.grpcServer(cfg)
+		} else {
+			srv = s.httpServer(cfg)
+		}
+		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: srv})
 	}
 	return nil
 }
@@ -216,6 +237,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.opts.ConfigPath != "" && s.opts.WatchInterval > 0 {
 		go s.watch(watchCtx, s.opts.ConfigPath, s.opts.WatchInterval)
 	}
+	s.watchRLS(watchCtx)
 	var err error
 	select {
 	case <-ctx.Done():
