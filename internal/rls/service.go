@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // Options configure a Service. Limiter is required.
@@ -305,15 +305,15 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 func headers(c sluice.Check, d *sluice.Decision, overLimit bool) []*corev3.HeaderValue {
 	h := http.Header{}
 	if len(c.Hits) > 0 {
-		httplimit.SetFields(h, c, d)
+		httpfields.SetFields(h, c, d)
 	}
-	delete(h, httplimit.FieldRetryAfter)
+	delete(h, httpfields.FieldRetryAfter)
 	if overLimit {
 		wait := max(time.Second, d.RetryAfter())
-		h.Set(httplimit.FieldRetryAfter, fmt.Sprint(httplimit.CeilSeconds(wait)))
+		h.Set(httpfields.FieldRetryAfter, fmt.Sprint(httpfields.CeilSeconds(wait)))
 	}
 	var out []*corev3.HeaderValue
-	for _, name := range []string{httplimit.FieldPolicy, httplimit.FieldRateLimit, httplimit.FieldRetryAfter} {
+	for _, name := range []string{httpfields.FieldPolicy, httpfields.FieldRateLimit, httpfields.FieldRetryAfter} {
 		if v := h.Get(name); v != "" {
 			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
 		}
