@@ -144,14 +144,14 @@ type Async struct {
 	queue []*slot
 	kick  chan struct{}
 
-	work    chan *slot
-	round   sync.WaitGroup
-	closing chan struct{}
-	done    chan struct{}
-	closed  atomic.Bool
-	active  atomic.Int64 // checks under way, for Close
-	once    sync.Once
-	spare   []*slot // the queue's other buffer, the flusher's own
+	work     chan *slot
+	round    sync.WaitGroup
+	closing  chan struct{}
+	done     chan struct{}
+	closed   atomic.Bool
+	active   atomic.Int64 // checks under way, for Close
+	once     sync.Once
+	spare    []*slot // the queue's other buffer, the flusher's own
 	closeErr error
 	closeCtx context.Context
 
