@@ -18,7 +18,7 @@ import (
 // store's reply becomes the keys' view. After Close every check goes to
 // the store.
 func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
-	if err := c.Validate(0); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
 	}
 	a.active.Add(1)
@@ -110,20 +110,13 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 			return false
 		}
 	}
-	d.Reset(len(slots))
-	d.Source = sluice.FromLocalView
+	d.Prepare(len(slots))
 	for i, s := range slots {
 		shadow := c.Shadow || c.Hits[i].Limit.Shadow
 		fits := s.unsent()+c.Cost <= s.budget(a.processes)
-		switch {
-		case !fits && shadow:
-			d.Shadowed = true
-		case !fits && d.Denier < 0:
-			d.Denier = i
-		}
 		d.Hits[i] = sluice.HitResult{Allowed: fits, Shadow: shadow}
 	}
-	d.Allowed = d.Denier < 0
+	d.Conclude(sluice.FromLocalView)
 	for i, s := range slots {
 		s.lastUse = now
 		if d.Allowed && c.Cost > 0 {

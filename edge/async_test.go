@@ -80,7 +80,7 @@ func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 			}
 		}
 		d := mustCheck(t, a, c)
-		if d.Allowed || d.Source != sluice.FromLocalView || d.Denier != 0 || d.RetryAfter() <= 0 {
+		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromLocalView || i != 0 || d.RetryAfter() <= 0 {
 			t.Fatalf("6th check: %+v, want denied from the local view with a RetryAfter", d)
 		}
 		// The limit was reached: the flusher was asked to send at once,

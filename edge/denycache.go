@@ -168,7 +168,7 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 	// The limiter decided no earlier than now, so now + RetryAfter is no
 	// later than the moment the check could pass.
 	if wait := min(holdAll(&c, d), dc.maxAge); wait > 0 {
-		e := &denial{fp: fp, at: now, until: now + int64(wait), shadowed: d.Shadowed, hits: make([]deniedHit, len(c.Hits))}
+		e := &denial{fp: fp, at: now, until: now + int64(wait), hits: make([]deniedHit, len(c.Hits))}
 		for i := range e.hits {
 			e.hits[i] = deniedHit{key: keys[i], hold: hold(c.Hits[i].Limit, d.Hits[i].RetryAfter), result: d.Hits[i]}
 		}

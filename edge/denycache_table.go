@@ -19,7 +19,6 @@ const ways = 8
 type denial struct {
 	fp        fingerprint
 	at, until int64 // nanoseconds since the cache's base: when the check was sent; when it may pass
-	shadowed  bool
 	ref       atomic.Bool // used since the clock hand last passed (second chance)
 	hits      []deniedHit
 }
@@ -62,23 +61,21 @@ func (dc *DenyCache) lookup(fp fingerprint) *denial {
 // It reports false if no hit's denial may be repeated any more (see hold).
 func (e *denial) replay(now int64, d *sluice.Decision) bool {
 	elapsed := time.Duration(now - e.at)
-	d.Reset(len(e.hits))
-	d.Shadowed, d.Source = e.shadowed, sluice.FromDenyCache
+	d.Prepare(len(e.hits))
 	for i := range e.hits {
 		h := &e.hits[i]
 		r := h.result
-		held := !r.Allowed && !r.Shadow && elapsed < h.hold
-		if held && d.Denier < 0 {
-			d.Denier = i
-		}
+		held := !r.Allowed && elapsed < h.hold
 		r.RetryAfter = max(0, r.RetryAfter-elapsed)
 		r.ResetAfter = max(0, r.ResetAfter-elapsed)
-		if r.RetryAfter == 0 {
-			r.Allowed = true
+		if !held {
+			r.Allowed, r.RetryAfter = true, 0
 		}
 		d.Hits[i] = r
 	}
-	return d.Denier >= 0
+	d.Conclude(sluice.FromDenyCache)
+	_, denied := d.Denier()
+	return denied
 }
 
 // insert stores e, unless a reset has finished since gen was read. It takes
