@@ -136,6 +136,11 @@ func (a *Async) flush(s *slot, hits []sluice.Hit, d *sluice.Decision) {
 	a.unrecorded.Add(uint64(p - recorded))
 	if now >= s.viewAt {
 		s.setView(&d.Hits[0], now)
+		if recorded < p {
+			// The key is full, and this process admitted more than the
+			// store took: nothing remains for it until a refresh says so.
+			s.remaining = 0
+		}
 	}
 }
 
