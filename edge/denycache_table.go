@@ -18,7 +18,7 @@ const ways = 8
 // and never changed afterwards, except for ref.
 type denial struct {
 	fp        fingerprint
-	at, until int64 // nanoseconds since the cache's base: when the check was sent; when it may pass
+	at, until int64       // nanoseconds since the cache's base: when the check was sent; when it may pass
 	ref       atomic.Bool // used since the clock hand last passed (second chance)
 	hits      []deniedHit
 }
