@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -29,7 +28,7 @@ const (
 	// DefaultAsyncMaxBytes bounds the bytes of the keys it tracks.
 	DefaultAsyncMaxBytes = 64 << 20
 	// DefaultMaxViewAge is the age past which a view is not used.
-	DefaultMaxViewAge = 5 * time.Second
+	DefaultMaxViewAge = time.Minute
 	// DefaultFlushTimeout bounds one flush call.
 	DefaultFlushTimeout = time.Second
 )
@@ -67,7 +66,7 @@ type AsyncOptions struct {
 	// MaxViewAge is the age past which a key's view is not used: its
 	// checks go to the store synchronously (while the store fails, that is
 	// to its failure policy) until a reply refreshes it. Must be >= 0;
-	// zero means DefaultMaxViewAge (5s).
+	// zero means DefaultMaxViewAge (1m).
 	MaxViewAge time.Duration
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
@@ -133,25 +132,30 @@ type Async struct {
 	log        *slog.Logger
 	logs       throttle
 
-	seed   maphash.Seed
+	secret secret // keys the fingerprints of slots
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
 	bytes  atomic.Int64
 
-	// The queue: slots with something to send, each at most once.
-	qmu   sync.Mutex
-	queue []*slot
-	kick  chan struct{}
+	// The queue: slots with something to send, each at most once; and the
+	// urgent ones, near their budget, which a kick sends at once.
+	qmu    sync.Mutex
+	queue  []*slot
+	urgent []*slot
+	kick   chan struct{}
+	// flushNow asks run for a round now; it closes the channel sent when
+	// the round is over.
+	flushNow chan chan struct{}
 
-	work     chan *slot
+	work     chan flushItem
 	round    sync.WaitGroup
 	closing  chan struct{}
 	done     chan struct{}
 	closed   atomic.Bool
 	active   atomic.Int64 // checks under way, for Close
 	once     sync.Once
-	spare    []*slot // the queue's other buffer, the flusher's own
+	spare    [2][]*slot // the queues' other buffers, the flusher's own
 	closeErr error
 	closeCtx context.Context
 
@@ -168,7 +172,7 @@ const asyncShards = 64
 
 type asyncShard struct {
 	mu sync.RWMutex
-	m  map[slotKey]*slot
+	m  map[fingerprint]*slot // by fingerprint of the slotKey
 }
 
 // slotKey is what identifies a key's state in the store: its hit, the
@@ -182,6 +186,7 @@ type slotKey struct {
 // A slot is one key tracked by an Async limiter.
 type slot struct {
 	key slotKey
+	fp  fingerprint
 	id  uint64 // lock order
 
 	mu sync.Mutex
@@ -194,7 +199,8 @@ type slot struct {
 	// pendingSince is when the oldest pending cost was admitted.
 	pending, inflight int64
 	pendingSince      int64
-	queued, refresh   bool
+	queued, urgent    bool // on the queue; on the urgent queue
+	refresh           bool
 	dead              bool // removed from the table: checks go to the store
 	lastUse           int64
 }
@@ -208,8 +214,8 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a := &Async{
 		next: next, interval: opts.SyncInterval, processes: int64(opts.Processes),
 		maxKeys: int64(opts.MaxKeys), maxBytes: opts.MaxBytes, maxViewAge: opts.MaxViewAge,
-		timeout: opts.FlushTimeout, now: opts.Now, log: opts.Logger, seed: maphash.MakeSeed(),
-		kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+		timeout: opts.FlushTimeout, now: opts.Now, log: opts.Logger, secret: newSecret(),
+		kick: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
 	}
 	a.interval = orDefault(a.interval, DefaultSyncInterval)
 	a.maxViewAge = orDefault(a.maxViewAge, DefaultMaxViewAge)
@@ -226,10 +232,10 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a.logs = throttle{every: DefaultLogInterval, now: a.now}
 	a.base = a.now().Add(-time.Second) // so that mono() > 0
 	for i := range a.shards {
-		a.shards[i].m = make(map[slotKey]*slot)
+		a.shards[i].m = make(map[fingerprint]*slot)
 	}
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
-	a.work = make(chan *slot, flushers)
+	a.work = make(chan flushItem, flushers)
 	for range flushers {
 		go a.flusher()
 	}
@@ -284,33 +290,50 @@ func (a *Async) Stats() AsyncStats {
 	}
 }
 
-func (a *Async) shard(k *slotKey) *asyncShard {
-	return &a.shards[maphash.String(a.seed, k.hit.Key)%asyncShards]
+// fingerprint returns the 128-bit digest of k, the slots' map key: one
+// pass over its strings.
+func (a *Async) fingerprint(k *slotKey) fingerprint {
+	var h hasher
+	h.init(&a.secret)
+	h.str(k.hit.Zone)
+	h.str(k.hit.Key)
+	h.str(k.group)
+	l := &k.hit.Limit
+	h.str(l.Name)
+	h.str(string(l.Algorithm))
+	h.word(uint64(l.Rate), uint64(l.Window))
+	h.word(uint64(l.Resolution), btou(l.Shadow)|btou(k.shadow)<<1)
+	return h.sum()
 }
 
-// slot returns the slot of k, or nil.
-func (a *Async) slot(k *slotKey) *slot {
-	sh := a.shard(k)
+func (a *Async) shard(fp fingerprint) *asyncShard {
+	return &a.shards[fp.hi%asyncShards]
+}
+
+// slot returns the slot of fp, or nil.
+func (a *Async) slot(fp fingerprint) *slot {
+	sh := a.shard(fp)
 	sh.mu.RLock()
-	s := sh.m[*k]
+	s := sh.m[fp]
 	sh.mu.RUnlock()
 	return s
 }
 
-// addSlot returns the slot of k, adding one if the bounds allow, or nil.
-func (a *Async) addSlot(k *slotKey) *slot {
-	sh := a.shard(k)
+// addSlot returns the slot of k, whose fingerprint is fp, adding one if
+// the bounds allow, or nil.
+func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
+	sh := a.shard(fp)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s := sh.m[*k]; s != nil {
+	if s := sh.m[fp]; s != nil {
 		return s
 	}
 	size := keyBytes(k)
 	if a.keys.Load() >= a.maxKeys || a.bytes.Load()+size > a.maxBytes {
 		return nil
 	}
-	s := &slot{key: *k, id: a.nextID.Add(1)}
-	sh.m[*k] = s
+	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
+	sh.m[fp] = s
 	a.keys.Add(1)
 	a.bytes.Add(size)
 	return s

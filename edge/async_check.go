@@ -30,7 +30,7 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	var slots [sluice.MaxHits]*slot
 	for i := range c.Hits {
 		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
-		if slots[i] = a.slot(&k); slots[i] == nil {
+		if slots[i] = a.slot(a.fingerprint(&k)); slots[i] == nil {
 			return a.checkSync(ctx, c, d, now)
 		}
 	}
@@ -58,7 +58,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	full := false
 	for i := range c.Hits {
 		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
-		s := a.addSlot(&k)
+		s := a.addSlot(&k, a.fingerprint(&k))
 		if s == nil {
 			full = true
 			continue
@@ -139,7 +139,11 @@ func (a *Async) admit(s *slot, cost, now int64) {
 	s.pending += cost
 	a.pending.Add(cost)
 	a.enqueue(s)
-	if 2*s.unsent() >= s.budget(a.processes) {
+	if 2*s.unsent() >= s.budget(a.processes) && !s.urgent {
+		s.urgent = true
+		a.qmu.Lock()
+		a.urgent = append(a.urgent, s)
+		a.qmu.Unlock()
 		select {
 		case a.kick <- struct{}{}:
 		default:
@@ -190,9 +194,10 @@ func (a *Async) enqueue(s *slot) {
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 	for i := range c.Hits {
 		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
-		sh := a.shard(&k)
+		fp := a.fingerprint(&k)
+		sh := a.shard(fp)
 		sh.mu.Lock()
-		if s := sh.m[k]; s != nil {
+		if s := sh.m[fp]; s != nil {
 			a.remove(sh, s)
 		}
 		sh.mu.Unlock()
@@ -208,7 +213,7 @@ func (a *Async) remove(sh *asyncShard, s *slot) {
 	a.pending.Add(-s.pending)
 	s.pending = 0
 	s.mu.Unlock()
-	delete(sh.m, s.key)
+	delete(sh.m, s.fp)
 	a.keys.Add(-1)
 	a.bytes.Add(-keyBytes(&s.key))
 }

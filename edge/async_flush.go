@@ -27,9 +27,14 @@ func (a *Async) run() {
 			close(a.work)
 			return
 		case <-t.C:
+			a.flushRound(false)
 		case <-a.kick:
+			a.flushRound(true)
+		case done := <-a.flushNow:
+			a.flushRound(false)
+			close(done)
+			continue
 		}
-		a.flushRound()
 		if now := a.mono(); time.Duration(now-lastSweep) >= time.Second {
 			a.sweep(now)
 			lastSweep = now
@@ -41,9 +46,9 @@ func (a *Async) run() {
 // whatever is still owed is dropped and counted.
 func (a *Async) drain(t *time.Ticker) {
 	for {
-		a.flushRound()
+		a.flushRound(false)
 		a.qmu.Lock()
-		left := len(a.queue)
+		left := len(a.queue) + len(a.urgent)
 		a.qmu.Unlock()
 		if left == 0 {
 			return
@@ -61,47 +66,67 @@ func (a *Async) drain(t *time.Ticker) {
 	a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
 }
 
-// flushRound sends the pending cost of every queued key and refreshes their
-// views.
-func (a *Async) flushRound() {
+// A flushItem is one slot of a round, and which queue it came from.
+type flushItem struct {
+	s      *slot
+	urgent bool
+}
+
+// flushRound sends the pending cost of every queued key (of the urgent
+// ones only, if urgentOnly) and refreshes their views.
+func (a *Async) flushRound(urgentOnly bool) {
 	a.qmu.Lock()
-	batch := a.queue
-	a.queue = a.spare[:0]
+	urgent := a.urgent
+	a.urgent = a.spare[1][:0]
+	var regular []*slot
+	if !urgentOnly {
+		regular = a.queue
+		a.queue = a.spare[0][:0]
+	}
 	a.qmu.Unlock()
-	if len(batch) == 0 {
-		a.spare = batch
-		return
+	if len(urgent)+len(regular) > 0 {
+		start := a.now()
+		a.round.Add(len(urgent) + len(regular))
+		for _, s := range urgent {
+			a.work <- flushItem{s, true}
+		}
+		for _, s := range regular {
+			a.work <- flushItem{s, false}
+		}
+		a.round.Wait()
+		took := a.now().Sub(start)
+		a.flushes.Add(1)
+		a.flushNanos.Add(int64(took))
+		a.lastFlush.Store(int64(took))
 	}
-	start := a.now()
-	a.round.Add(len(batch))
-	for _, s := range batch {
-		a.work <- s
+	clear(urgent)
+	a.spare[1] = urgent[:0]
+	if !urgentOnly {
+		clear(regular)
+		a.spare[0] = regular[:0]
 	}
-	a.round.Wait()
-	took := a.now().Sub(start)
-	a.flushes.Add(1)
-	a.flushNanos.Add(int64(took))
-	a.lastFlush.Store(int64(took))
-	clear(batch)
-	a.spare = batch[:0]
 }
 
 // flusher sends the slots of a round, one store call (or two) each.
 func (a *Async) flusher() {
 	var d sluice.Decision
 	hits := make([]sluice.Hit, 1)
-	for s := range a.work {
-		a.flush(s, hits, &d)
+	for it := range a.work {
+		a.flush(it, hits, &d)
 		a.round.Done()
 	}
 }
 
 // flush sends s's pending cost and takes the reply as its view. On a store
 // failure the cost stays owed and s is queued again for the next round.
-func (a *Async) flush(s *slot, hits []sluice.Hit, d *sluice.Decision) {
-	now := a.mono()
+func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
+	s, now := it.s, a.mono()
 	s.mu.Lock()
-	s.queued = false
+	if it.urgent {
+		s.urgent = false
+	} else {
+		s.queued = false
+	}
 	if s.pending > 0 && time.Duration(now-s.pendingSince) > s.key.hit.Limit.Window {
 		// Owed for longer than a window: sent now, it would count in the
 		// wrong window.
@@ -200,7 +225,7 @@ func (a *Async) sweep(now int64) {
 		for _, s := range sh.m {
 			s.mu.Lock()
 			idle := time.Duration(now - s.lastUse)
-			owes := s.pending > 0 || s.inflight > 0 || s.queued
+			owes := s.pending > 0 || s.inflight > 0 || s.queued || s.urgent
 			if idle < time.Second && s.viewAt > 0 {
 				oldest = max(oldest, now-s.viewAt)
 			}
@@ -212,6 +237,26 @@ func (a *Async) sweep(now int64) {
 		sh.mu.Unlock()
 	}
 	a.viewAge.Store(oldest)
+}
+
+// Flush runs a flush round now, sending what every key owes, and returns
+// when it is over (or when ctx ends, with ctx's error). Cost that fails to
+// be sent stays owed. After Close it returns nil at once.
+func (a *Async) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case a.flushNow <- done:
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("edge: flush: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("edge: flush: %w", ctx.Err())
+	}
 }
 
 // Close stops the flushers after sending everything owed, waiting for the
