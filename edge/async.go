@@ -128,6 +128,7 @@ type Async struct {
 	maxViewAge time.Duration
 	timeout    time.Duration
 	now        func() time.Time
+	clock      func() time.Duration // since base
 	base       time.Time
 	log        *slog.Logger
 	logs       throttle
@@ -223,7 +224,10 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a.processes = max(a.processes, 1)
 	a.maxKeys = orDefault(a.maxKeys, DefaultAsyncMaxKeys)
 	a.maxBytes = orDefault(a.maxBytes, DefaultAsyncMaxBytes)
-	if a.now == nil {
+	a.clock = func() time.Duration { return time.Since(a.base) } // the monotonic clock alone
+	if opts.Now != nil {
+		a.clock = func() time.Duration { return opts.Now().Sub(a.base) }
+	} else {
 		a.now = time.Now
 	}
 	if a.log == nil {

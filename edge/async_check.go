@@ -43,7 +43,7 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 
 // mono returns the time since the limiter's base, in nanoseconds: always
 // > 0, so that 0 can mean "never".
-func (a *Async) mono() int64 { return int64(a.now().Sub(a.base)) }
+func (a *Async) mono() int64 { return int64(a.clock()) }
 
 // checkSync passes c to the store and takes its reply as the view of c's
 // keys.

@@ -68,8 +68,8 @@ type DenyCacheStats struct {
 type DenyCache struct {
 	next   sluice.Limiter
 	maxAge time.Duration
-	now    func() time.Time
-	base   time.Time // instants are stored as nanoseconds since base
+	now    func() time.Time // nil: the monotonic clock
+	base   time.Time        // instants are stored as nanoseconds since base
 	secret secret
 
 	// slots is read without a lock; mu serializes the writers (inserts,
@@ -107,10 +107,11 @@ func NewDenyCache(next sluice.Limiter, opts DenyCacheOptions) (*DenyCache, error
 	if dc.maxAge == 0 {
 		dc.maxAge = DefaultDenyCacheMaxAge
 	}
-	if dc.now == nil {
-		dc.now = time.Now
+	if dc.now != nil {
+		dc.base = dc.now()
+	} else {
+		dc.base = time.Now() // read with time.Since: the monotonic clock alone
 	}
-	dc.base = dc.now()
 	size := opts.MaxBytes
 	if size == 0 {
 		size = DefaultDenyCacheBytes
@@ -145,7 +146,7 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		fp   fingerprint
 		keys [sluice.MaxHits]uint64
 	)
-	now := int64(dc.now().Sub(dc.base))
+	now := dc.clock()
 	if cacheable {
 		fp = fingerprintOf(&dc.secret, &c, &keys)
 		if e := dc.lookup(fp); e != nil && now < e.until {
@@ -175,6 +176,16 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		dc.insert(e, gen, now)
 	}
 	return nil
+}
+
+// clock returns the time since the cache's base, in nanoseconds. Without
+// DenyCacheOptions.Now it reads only the monotonic clock, half the cost of
+// time.Now, which also reads the wall clock.
+func (dc *DenyCache) clock() int64 {
+	if dc.now == nil {
+		return int64(time.Since(dc.base))
+	}
+	return int64(dc.now().Sub(dc.base))
 }
 
 // Reset implements sluice.Limiter: it resets the hits in the limiter, then

@@ -51,6 +51,12 @@ func (h *hasher) word(x, y uint64) {
 // so that no sequence of strings is a prefix of another.
 func (h *hasher) str(s string) {
 	h.word(uint64(len(s)), 0x9e3779b97f4a7c15)
+	h.blocks(s)
+}
+
+// blocks folds the bytes of s into the state, 16 at a time, the last block
+// padded with zeros. The caller folds the length in first.
+func (h *hasher) blocks(s string) {
 	for len(s) >= 16 {
 		h.word(load64(s), load64(s[8:]))
 		s = s[16:]
@@ -88,41 +94,66 @@ func btou(b bool) uint64 {
 	return 0
 }
 
+// algoCode numbers the algorithms for the fingerprint; unknown names
+// (invalid checks, which the store rejects) are hashed as strings.
+func algoCode(a sluice.Algorithm) (uint64, bool) {
+	switch a {
+	case "", sluice.SlidingWindow:
+		return 1, true
+	case sluice.Buckets:
+		return 2, true
+	case sluice.Log:
+		return 3, true
+	case sluice.Decay:
+		return 4, true
+	case sluice.GCRA:
+		return 5, true
+	}
+	return 0, false
+}
+
 // fingerprintOf returns the fingerprint of c's identity for the deny cache:
-// its cost, group, shadow flag and, for every hit, its zone, key and the
-// whole limit (name and rate included). Each string is read once. keys[i]
-// receives a digest of hit i's zone and key alone, which is what Reset
-// matches on.
+// its cost, group, shadow flag and, for every hit, its zone, key and limit
+// (all but its Name, which changes nothing the store decides). Each string
+// is read once. keys[i] receives a digest of hit i's zone and key alone,
+// which is what Reset matches on.
 func fingerprintOf(s *secret, c *sluice.Check, keys *[sluice.MaxHits]uint64) fingerprint {
 	var h, k hasher
 	h.init(s)
-	h.word(uint64(c.Cost), uint64(len(c.Hits))|btou(c.Shadow)<<32)
-	h.str(c.Group)
+	h.word(uint64(c.Cost), uint64(len(c.Hits))|btou(c.Shadow)<<8|uint64(len(c.Group))<<9)
+	h.blocks(c.Group)
 	for i := range c.Hits {
 		hit := &c.Hits[i]
-		k.init(s)
-		k.str(hit.Zone)
-		k.str(hit.Key)
-		kf := k.sum()
+		// The zone and key go through a hasher of their own, whose state
+		// is folded into the check's: the digest for Reset comes free.
+		k.zoneKey(s, hit.Zone, hit.Key)
 		if i < len(keys) {
-			keys[i] = kf.lo
+			keys[i] = k.a ^ k.b<<1
 		}
-		h.word(kf.lo, kf.hi)
+		h.word(k.a, k.b)
 		l := &hit.Limit
-		h.str(l.Name)
-		h.str(string(l.Algorithm))
+		code, ok := algoCode(l.Algorithm)
+		if !ok {
+			h.str(string(l.Algorithm))
+		}
 		h.word(uint64(l.Rate), uint64(l.Window))
-		h.word(uint64(l.Resolution), btou(l.Shadow))
+		h.word(uint64(l.Resolution), code<<1|btou(l.Shadow))
 	}
 	return h.sum()
+}
+
+// zoneKey starts k afresh on a zone and key.
+func (k *hasher) zoneKey(s *secret, zone, key string) {
+	k.init(s)
+	k.word(uint64(len(zone)), uint64(len(key)))
+	k.blocks(zone)
+	k.blocks(key)
 }
 
 // keyDigest returns the digest of a zone and key that fingerprintOf writes
 // to keys.
 func keyDigest(s *secret, zone, key string) uint64 {
 	var k hasher
-	k.init(s)
-	k.str(zone)
-	k.str(key)
-	return k.sum().lo
+	k.zoneKey(s, zone, key)
+	return k.a ^ k.b<<1
 }
