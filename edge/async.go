@@ -202,6 +202,7 @@ type slot struct {
 	pendingSince      int64
 	queued, urgent    bool // on the queue; on the urgent queue
 	refresh           bool
+	flushing          bool // a flush of the key is under way
 	dead              bool // removed from the table: checks go to the store
 	lastUse           int64
 }

@@ -91,6 +91,13 @@ func (a *Async) flushRound(urgentOnly bool) {
 			a.work <- flushItem{s, true}
 		}
 		for _, s := range regular {
+			select {
+			case a.work <- flushItem{s, false}:
+				continue
+			case <-a.kick:
+				// A key near its budget does not wait for a long round.
+				a.feedUrgent()
+			}
 			a.work <- flushItem{s, false}
 		}
 		a.round.Wait()
@@ -104,6 +111,18 @@ func (a *Async) flushRound(urgentOnly bool) {
 	if !urgentOnly {
 		clear(regular)
 		a.spare[0] = regular[:0]
+	}
+}
+
+// feedUrgent adds the urgent keys queued since the round began to it.
+func (a *Async) feedUrgent() {
+	a.qmu.Lock()
+	urgent := a.urgent
+	a.urgent = nil
+	a.qmu.Unlock()
+	a.round.Add(len(urgent))
+	for _, s := range urgent {
+		a.work <- flushItem{s, true}
 	}
 }
 
@@ -127,6 +146,13 @@ func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
 	} else {
 		s.queued = false
 	}
+	if s.flushing {
+		// The key is on both queues and its other flush is under way:
+		// one answer at a time, or a view would miss cost in flight.
+		a.enqueue(s)
+		s.mu.Unlock()
+		return
+	}
 	if s.pending > 0 && time.Duration(now-s.pendingSince) > s.key.hit.Limit.Window {
 		// Owed for longer than a window: sent now, it would count in the
 		// wrong window.
@@ -135,17 +161,18 @@ func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
 		s.pending = 0
 	}
 	p, refresh, since := s.pending, s.refresh, s.pendingSince
-	s.pending, s.inflight, s.refresh = 0, p, false
-	s.mu.Unlock()
 	if p == 0 && !refresh {
+		s.mu.Unlock()
 		return
 	}
+	s.pending, s.inflight, s.refresh, s.flushing = 0, p, false, true
+	s.mu.Unlock()
 	hits[0] = s.key.hit
 	c := sluice.Check{Hits: hits, Group: s.key.group, Shadow: s.key.shadow, Cost: min(p, s.key.hit.Limit.Rate)}
 	recorded, err := a.send(c, d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inflight = 0
+	s.inflight, s.flushing = 0, false
 	if err != nil {
 		if p > 0 {
 			s.pending += p
@@ -169,30 +196,41 @@ func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
 	}
 }
 
+// maxFillAttempts bounds the calls of one flush to a key that is nearly
+// full.
+const maxFillAttempts = 4
+
 // send makes the store calls of one flush and returns the cost recorded.
-// A store that denies the cost is full: nothing was recorded, so what fits
-// (its Remaining) is sent again and the rest is over-admission that cannot
-// be recorded (AsyncStats.Unrecorded). A decision not made by the store (a
-// Guard's failure policy) is a failure: the cost is still owed.
+// A store that denies the cost is nearly full: nothing was recorded, so
+// what fits (its Remaining) is sent again, up to maxFillAttempts calls in
+// all, and the rest is over-admission that cannot be recorded
+// (AsyncStats.Unrecorded). A decision not made by the store (a Guard's
+// failure policy) is a failure: the cost is still owed.
 func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err error) {
 	if err := a.call(c, d); err != nil {
 		return 0, err
 	}
-	if d.Allowed || c.Cost == 0 {
-		return c.Cost, nil
+	want := c.Cost
+	for attempt := 1; !d.Allowed && attempt < maxFillAttempts; attempt++ {
+		r := min(d.Hits[0].Remaining, want-recorded)
+		if r <= 0 {
+			break
+		}
+		c.Cost = r
+		last := *d
+		last.Hits = append([]sluice.HitResult(nil), d.Hits...)
+		if err := a.call(c, d); err != nil {
+			*d = last // the last answer is the view
+			break
+		}
+		if d.Allowed {
+			recorded += r
+		}
 	}
-	r := d.Hits[0].Remaining
-	if r <= 0 {
-		return 0, nil
+	if d.Allowed && recorded == 0 {
+		recorded = want
 	}
-	retry := *d
-	retry.Hits = append([]sluice.HitResult(nil), d.Hits...)
-	c.Cost = r
-	if err := a.call(c, d); err != nil || !d.Allowed {
-		*d = retry // the first reply is the view
-		return 0, nil
-	}
-	return r, nil
+	return recorded, nil
 }
 
 // errDegraded marks a flush decided by a failure policy, not by the store.
