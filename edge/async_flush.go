@@ -1,10 +1,13 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -66,9 +69,14 @@ func (a *Async) drain(t *time.Ticker) {
 	a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
 }
 
-// A flushItem is one slot of a round, and which queue it came from.
+// batchSlots is the most keys a flusher takes from a round at once; it
+// sends those with the same pending cost (and group and shadow flag) in
+// checks of up to sluice.MaxHits hits, one store call each.
+const batchSlots = 64
+
+// A flushItem is a part of a round: keys, and which queue they came from.
 type flushItem struct {
-	s      *slot
+	slots  []*slot
 	urgent bool
 }
 
@@ -84,21 +92,22 @@ func (a *Async) flushRound(urgentOnly bool) {
 		a.queue = a.spare[0][:0]
 	}
 	a.qmu.Unlock()
+	all := regular
 	if len(urgent)+len(regular) > 0 {
 		start := a.now()
-		a.round.Add(len(urgent) + len(regular))
-		for _, s := range urgent {
-			a.work <- flushItem{s, true}
-		}
-		for _, s := range regular {
+		a.feed(urgent, true)
+		for len(regular) > 0 {
+			n := min(batchSlots, len(regular))
+			a.round.Add(1)
 			select {
-			case a.work <- flushItem{s, false}:
+			case a.work <- flushItem{regular[:n], false}:
+				regular = regular[n:]
 				continue
 			case <-a.kick:
 				// A key near its budget does not wait for a long round.
+				a.round.Done()
 				a.feedUrgent()
 			}
-			a.work <- flushItem{s, false}
 		}
 		a.round.Wait()
 		took := a.now().Sub(start)
@@ -109,8 +118,16 @@ func (a *Async) flushRound(urgentOnly bool) {
 	clear(urgent)
 	a.spare[1] = urgent[:0]
 	if !urgentOnly {
-		clear(regular)
-		a.spare[0] = regular[:0]
+		clear(all)
+		a.spare[0] = all[:0]
+	}
+}
+
+// feed adds slots to the round, one per item.
+func (a *Async) feed(slots []*slot, urgent bool) {
+	for i := range slots {
+		a.round.Add(1)
+		a.work <- flushItem{slots[i : i+1], urgent}
 	}
 }
 
@@ -120,28 +137,80 @@ func (a *Async) feedUrgent() {
 	urgent := a.urgent
 	a.urgent = nil
 	a.qmu.Unlock()
-	a.round.Add(len(urgent))
-	for _, s := range urgent {
-		a.work <- flushItem{s, true}
-	}
+	a.feed(urgent, true)
 }
 
-// flusher sends the slots of a round, one store call (or two) each.
+// A taken is one key's cost taken for a flush.
+type taken struct {
+	s          *slot
+	p          int64 // the cost sent
+	refresh    bool
+	since, now int64
+}
+
+// flushBuf is a flusher's reusable storage.
+type flushBuf struct {
+	taken []taken
+	hits  []sluice.Hit
+	d     sluice.Decision
+}
+
+// flusher sends the items of rounds.
 func (a *Async) flusher() {
-	var d sluice.Decision
-	hits := make([]sluice.Hit, 1)
+	var buf flushBuf
 	for it := range a.work {
-		a.flush(it, hits, &d)
+		a.flushItem(it, &buf)
 		a.round.Done()
 	}
 }
 
-// flush sends s's pending cost and takes the reply as its view. On a store
-// failure the cost stays owed and s is queued again for the next round.
-func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
-	s, now := it.s, a.mono()
+// flushItem sends what the keys of it owe: keys with the same cost, group
+// and shadow flag together, up to sluice.MaxHits per check; a key alone,
+// or whose group the store denies, by itself.
+func (a *Async) flushItem(it flushItem, buf *flushBuf) {
+	ts := buf.taken[:0]
+	for _, s := range it.slots {
+		if t, ok := a.take(s, it.urgent); ok {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, func(x, y taken) int {
+		if c := cmp.Compare(x.p, y.p); c != 0 {
+			return c
+		}
+		if c := strings.Compare(x.s.key.group, y.s.key.group); c != 0 {
+			return c
+		}
+		return cmp.Compare(btou(x.s.key.shadow), btou(y.s.key.shadow))
+	})
+	all := ts
+	for len(ts) > 0 {
+		n := 1
+		for n < len(ts) && n < sluice.MaxHits && sameBatch(&ts[0], &ts[n]) {
+			n++
+		}
+		if n == 1 || !a.sendGroup(ts[:n], buf) {
+			for i := range ts[:n] {
+				a.sendOne(&ts[i], buf)
+			}
+		}
+		ts = ts[n:]
+	}
+	clear(all)
+	buf.taken = all[:0]
+}
+
+func sameBatch(x, y *taken) bool {
+	return x.p == y.p && x.s.key.group == y.s.key.group && x.s.key.shadow == y.s.key.shadow
+}
+
+// take takes s's pending cost for a flush, reporting false when there is
+// nothing to send.
+func (a *Async) take(s *slot, urgent bool) (taken, bool) {
+	now := a.mono()
 	s.mu.Lock()
-	if it.urgent {
+	defer s.mu.Unlock()
+	if urgent {
 		s.urgent = false
 	} else {
 		s.queued = false
@@ -150,8 +219,7 @@ func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
 		// The key is on both queues and its other flush is under way:
 		// one answer at a time, or a view would miss cost in flight.
 		a.enqueue(s)
-		s.mu.Unlock()
-		return
+		return taken{}, false
 	}
 	if s.pending > 0 && time.Duration(now-s.pendingSince) > s.key.hit.Limit.Window {
 		// Owed for longer than a window: sent now, it would count in the
@@ -160,35 +228,76 @@ func (a *Async) flush(it flushItem, hits []sluice.Hit, d *sluice.Decision) {
 		a.pending.Add(-s.pending)
 		s.pending = 0
 	}
-	p, refresh, since := s.pending, s.refresh, s.pendingSince
-	if p == 0 && !refresh {
-		s.mu.Unlock()
-		return
+	t := taken{s: s, p: s.pending, refresh: s.refresh, since: s.pendingSince, now: now}
+	if t.p == 0 && !t.refresh {
+		return taken{}, false
 	}
-	s.pending, s.inflight, s.refresh, s.flushing = 0, p, false, true
-	s.mu.Unlock()
-	hits[0] = s.key.hit
-	c := sluice.Check{Hits: hits, Group: s.key.group, Shadow: s.key.shadow, Cost: min(p, s.key.hit.Limit.Rate)}
-	recorded, err := a.send(c, d)
+	s.pending, s.inflight, s.refresh, s.flushing = 0, t.p, false, true
+	return t, true
+}
+
+// sendGroup sends ts, which share cost, group and shadow flag, in one
+// check. It reports false, having recorded nothing, when the check cannot
+// be sent as one (the keys share state) or the store denies it: each key
+// is then sent alone.
+func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
+	buf.hits = buf.hits[:0]
+	for i := range ts {
+		buf.hits = append(buf.hits, ts[i].s.key.hit)
+	}
+	c := sluice.Check{Hits: buf.hits, Cost: ts[0].p, Group: ts[0].s.key.group, Shadow: ts[0].s.key.shadow}
+	if c.Validate() != nil {
+		return false
+	}
+	err := a.call(c, &buf.d)
+	if err == nil && !buf.d.Allowed {
+		return false
+	}
+	for i := range ts {
+		var r *sluice.HitResult
+		if err == nil {
+			r = &buf.d.Hits[i]
+		}
+		a.finish(&ts[i], ts[i].p, err, r)
+	}
+	return true
+}
+
+// sendOne sends t by itself.
+func (a *Async) sendOne(t *taken, buf *flushBuf) {
+	buf.hits = append(buf.hits[:0], t.s.key.hit)
+	c := sluice.Check{Hits: buf.hits, Group: t.s.key.group, Shadow: t.s.key.shadow, Cost: min(t.p, t.s.key.hit.Limit.Rate)}
+	recorded, err := a.send(c, &buf.d)
+	var r *sluice.HitResult
+	if err == nil {
+		r = &buf.d.Hits[0]
+	}
+	a.finish(t, recorded, err, r)
+}
+
+// finish ends t's flush: on success r, the store's answer, becomes the
+// view; on failure the cost is owed again and the key queued.
+func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult) {
+	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
 	if err != nil {
-		if p > 0 {
-			s.pending += p
-			s.pendingSince = since // older than any admitted since
+		if t.p > 0 {
+			s.pending += t.p
+			s.pendingSince = t.since // older than any admitted since
 		}
-		s.refresh = s.refresh || refresh
+		s.refresh = s.refresh || t.refresh
 		if !s.dead {
 			a.enqueue(s)
 		}
 		return
 	}
-	a.pending.Add(-p)
-	a.unrecorded.Add(uint64(p - recorded))
-	if now >= s.viewAt {
-		s.setView(&d.Hits[0], now)
-		if recorded < p {
+	a.pending.Add(-t.p)
+	a.unrecorded.Add(uint64(t.p - recorded))
+	if t.now >= s.viewAt {
+		s.setView(r, t.now)
+		if recorded < t.p {
 			// The key is full, and this process admitted more than the
 			// store took: nothing remains for it until a refresh says so.
 			s.remaining = 0
@@ -241,7 +350,7 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 	defer cancel()
 	a.flushCalls.Add(1)
 	err := a.next.Check(ctx, c, d)
-	if err == nil && (d.Source != sluice.FromStore || len(d.Hits) != 1) {
+	if err == nil && (d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits)) {
 		err = fmt.Errorf("%w: %w (%v)", sluice.ErrUnavailable, errDegraded, d.Source)
 	}
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 func newRedisStore(t testing.TB, url string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(redisstore.Options{URL: url, Timeout: time.Second})
+	s, err := redisstore.New(redisstore.Options{URL: url, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("redisstore.New(%q): %v", url, err)
 	}

@@ -264,3 +264,46 @@ func TestNewAsyncValidates(t *testing.T) {
 		t.Errorf("NewAsync(nil) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestAsyncBatchFallsBackToSingleKeys: keys that owe the same cost are
+// sent together in one check; when the store denies that check (one key
+// filled by another process meanwhile), each key is sent by itself, so
+// the others are recorded and only the full key's excess is unrecorded.
+func TestAsyncBatchFallsBackToSingleKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: time.Second})
+		full := check(1, hit("full", "10r/h", sluice.Log))
+		var others []sluice.Check
+		for i := range 5 {
+			others = append(others, check(1, hit(fmt.Sprint("k", i), "10r/h", sluice.Log)))
+		}
+		for _, c := range append(others, full) {
+			mustCheck(t, a, c) // the views, from the store
+			mustCheck(t, a, c) // owed: 1 each
+		}
+		for range 9 { // another process fills "full"
+			mustCheck(t, f.next, full)
+		}
+		calls := f.calls.Load()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, c := range others {
+			if got := used(t, f.next, c); got != 2 {
+				t.Errorf("%s: store's usage %v, want 2", c.Hits[0].Key, got)
+			}
+		}
+		if got := used(t, f.next, full); got != 10 {
+			t.Errorf("full: store's usage %v, want 10", got)
+		}
+		s := a.Stats()
+		if s.Unrecorded != 1 || s.Pending != 0 {
+			t.Errorf("stats %+v, want 1 unrecorded", s)
+		}
+		// One batched check (denied), then one call per key, and the full
+		// key's fill attempt.
+		if got := f.calls.Load() - calls; got < 7 || got > 9 {
+			t.Errorf("%d store calls", got)
+		}
+	})
+}
