@@ -175,9 +175,11 @@
 // Pending cost goes to the store in flush rounds: every SyncInterval
 // (100 ms), and at once for the keys whose unrecorded cost reaches half
 // their budget. One coordinating goroutine runs the rounds, one at a time;
-// Flushers (16) goroutines make the store calls, one per key with
-// something to send (the Redis store coalesces concurrent calls into
-// batched script calls). Keys wait on one queue, each at most once, so the
+// Flushers (16) goroutines make the store calls. Keys that owe the same
+// cost (with the same group and shadow flag) go together, up to 16 in one
+// check; if the store denies that check (a key filled meanwhile), nothing
+// was recorded and each key is sent by itself. The Redis store further
+// coalesces concurrent calls into batched script calls. Keys wait on one queue, each at most once, so the
 // queue is bounded by MaxKeys (100,000). No goroutine or timer is started
 // per request. A slow store makes rounds longer, each carrying more cost
 // per key, rather than piling calls up. The reply to a flush is the key's
