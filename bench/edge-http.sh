@@ -32,7 +32,6 @@ for url in "$sync_url" "$async_url"; do
 	until curl -fs "$url/readyz" >/dev/null 2>&1; do sleep 0.1; done
 done
 uptime
-curl -fs "$async_url/metrics" | grep -E '^sluice_async_(decisions_total|flushes_total|unrecorded|dropped)' || true
 for i in $(seq "$rounds"); do
 	for mode in sync async; do
 		url=${mode}_url
