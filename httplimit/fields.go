@@ -40,19 +40,72 @@ func CeilSeconds(d time.Duration) int64 {
 // when every hit is a shadow hit.
 //
 // Shadow hits are left out: a limit being tried is not a promise to
-// clients. Label bytes outside printable ASCII, which a Structured Field
-// String cannot carry, are written as '?'.
+// clients. Items are unique within a field, since a client tells policies
+// apart by them: when two hits share a label (two zones with equal limits,
+// or one limit for several keys), each of them is named zone/label, and a
+// repeat of that gets "#N", N the hit's position from 1 (`"a/10r/m",
+// "b/10r/m"`). AppendRateLimit and the violated-policies of WriteDenied
+// use the same names. Label bytes outside printable ASCII, which a
+// Structured Field String cannot carry, are written as '?' (New and sluice
+// serve's configuration refuse such names).
 func AppendPolicy(dst []byte, c sluice.Check) []byte {
+	var buf [sluice.MaxHits]string
+	ids := fieldIDs(&buf, c)
 	first := true
-	for _, h := range c.Hits {
+	for i, h := range c.Hits {
 		if c.Shadow || h.Limit.Shadow {
 			continue
 		}
-		dst = appendItem(dst, &first, h.Limit.Label())
+		dst = appendItem(dst, &first, ids[i])
 		dst = appendParam(dst, ";q=", h.Limit.Rate)
 		dst = appendParam(dst, ";w=", CeilSeconds(h.Limit.Window))
 	}
 	return dst
+}
+
+// fieldIDs returns the identifier of each hit of c in the RateLimit
+// fields, in buf when c has at most sluice.MaxHits hits: its Label, made
+// unique among the non-shadow hits as AppendPolicy says.
+func fieldIDs(buf *[sluice.MaxHits]string, c sluice.Check) []string {
+	var ids []string
+	if len(c.Hits) <= len(buf) {
+		ids = buf[:len(c.Hits)]
+	} else {
+		ids = make([]string, len(c.Hits))
+	}
+	shown := func(i int) bool { return !c.Shadow && !c.Hits[i].Limit.Shadow }
+	shared := false
+	for i, h := range c.Hits {
+		ids[i] = h.Limit.Label()
+		for j := range i {
+			shared = shared || shown(i) && shown(j) && ids[j] == ids[i]
+		}
+	}
+	if !shared {
+		return ids
+	}
+	qualified := make([]bool, len(ids))
+	for i := range ids {
+		for j := range ids {
+			if i != j && shown(i) && shown(j) && c.Hits[i].Limit.Label() == c.Hits[j].Limit.Label() {
+				qualified[i] = c.Hits[i].Zone != ""
+			}
+		}
+	}
+	for i, q := range qualified {
+		if q {
+			ids[i] = c.Hits[i].Zone + "/" + ids[i]
+		}
+	}
+	for i := range ids {
+		for j := 0; j < i && shown(i); j++ {
+			if shown(j) && ids[j] == ids[i] {
+				ids[i] += "#" + strconv.Itoa(i+1)
+				j = -1 // a longer name: compare it with every earlier one again
+			}
+		}
+	}
+	return ids
 }
 
 // AppendRateLimit appends the value of the RateLimit field for c and its
@@ -72,6 +125,11 @@ func appendRateLimit(dst []byte, c sluice.Check, d *sluice.Decision, items []str
 	if len(d.Hits) != len(c.Hits) {
 		return dst
 	}
+	var buf [sluice.MaxHits]string
+	var ids []string
+	if items == nil {
+		ids = fieldIDs(&buf, c)
+	}
 	first := true
 	for i, h := range c.Hits {
 		if c.Shadow || h.Limit.Shadow {
@@ -89,7 +147,7 @@ func appendRateLimit(dst []byte, c sluice.Check, d *sluice.Decision, items []str
 		if items != nil {
 			dst = append(dst, items[i]...)
 		} else {
-			dst = appendSFString(dst, h.Limit.Label())
+			dst = appendSFString(dst, ids[i])
 		}
 		dst = appendParam(dst, ";r=", res.Remaining)
 		dst = appendParam(dst, ";t=", CeilSeconds(wait))
@@ -131,6 +189,17 @@ func appendItem(dst []byte, first *bool, label string) []byte {
 func appendParam(dst []byte, name string, v int64) []byte {
 	dst = append(dst, name...)
 	return strconv.AppendInt(dst, min(max(v, 0), maxSFInteger), 10)
+}
+
+// sfSafe reports whether s is written in a Structured Field String as it
+// is: printable ASCII.
+func sfSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // appendSFString appends s as a Structured Field String (RFC 9651, Section

@@ -57,8 +57,9 @@ type Middleware struct {
 	// Its capacity equals its length, so a handler that appends to the
 	// header reallocates instead of writing into the shared array.
 	policy []string
-	// labels are the limits' labels, and items the same encoded as
-	// Structured Field Strings.
+	// labels are the limits' names in the RateLimit fields (their labels,
+	// made unique), and items the same encoded as Structured Field
+	// Strings.
 	labels, items []string
 	pool          sync.Pool
 }
@@ -73,8 +74,9 @@ type state struct {
 }
 
 // New returns a middleware that checks limits on limiter. limits must
-// hold 1 to sluice.MaxHits valid limits that do not share state. The
-// error wraps sluice.ErrInvalid and says what is wrong.
+// hold 1 to sluice.MaxHits valid limits that do not share state, whose
+// names are printable ASCII (the RateLimit fields carry them). The error
+// wraps sluice.ErrInvalid and says what is wrong.
 func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middleware, error) {
 	if limiter == nil {
 		return nil, fmt.Errorf("httplimit: %w: nil limiter", sluice.ErrInvalid)
@@ -97,6 +99,11 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	for i, l := range limits {
+		if !sfSafe(l.Name) {
+			return nil, fmt.Errorf("httplimit: %w: limits[%d]: name %q: use printable ASCII, which the RateLimit fields carry", sluice.ErrInvalid, i, l.Name)
+		}
+	}
 	m := &Middleware{limiter: limiter, limits: append([]sluice.Limit(nil), limits...), opts: opts}
 	probe := sluice.Check{Hits: m.hits("key"), Cost: opts.Cost, Group: opts.Group}
 	if err := probe.Validate(); err != nil {
@@ -105,9 +112,10 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	if v := AppendPolicy(nil, probe); len(v) > 0 {
 		m.policy = []string{string(v)}
 	}
-	for _, l := range m.limits {
-		m.labels = append(m.labels, l.Label())
-		m.items = append(m.items, string(appendSFString(nil, l.Label())))
+	var buf [sluice.MaxHits]string
+	for _, id := range fieldIDs(&buf, probe) {
+		m.labels = append(m.labels, id)
+		m.items = append(m.items, string(appendSFString(nil, id)))
 	}
 	m.pool.New = func() any { return &state{hits: m.hits("")} }
 	return m, nil

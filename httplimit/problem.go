@@ -81,8 +81,8 @@ func (p *Problem) AppendJSON(dst []byte) []byte {
 // WriteDenied answers a denied check: status (429 unless the caller needs
 // another, such as 403 for nginx auth_request), Retry-After, the
 // RateLimit-Policy and RateLimit fields, and a quota-exceeded problem
-// whose violated-policies are the labels of the non-shadow hits that
-// denied. The body never contains the key: it may be a secret token.
+// whose violated-policies name the non-shadow hits that denied, as the
+// RateLimit fields do. The body never contains the key: it may be a secret token.
 func WriteDenied(w http.ResponseWriter, status int, c sluice.Check, d *sluice.Decision) {
 	SetFields(w.Header(), c, d)
 	p := deniedProblem(status, c, d, nil, nil)
@@ -90,19 +90,19 @@ func WriteDenied(w http.ResponseWriter, status int, c sluice.Check, d *sluice.De
 }
 
 // deniedProblem builds the problem of a denial, appending the violated
-// policies to violated[:0]. labels holds the hits' labels, or is nil to
-// compute them.
+// policies to violated[:0]. labels holds the hits' identifiers in the
+// RateLimit fields (fieldIDs), or is nil to compute them.
 func deniedProblem(status int, c sluice.Check, d *sluice.Decision, violated, labels []string) Problem {
 	violated = violated[:0]
+	var buf [sluice.MaxHits]string
+	if labels == nil {
+		labels = fieldIDs(&buf, c)
+	}
 	for i, h := range c.Hits {
 		if i >= len(d.Hits) || d.Hits[i].Allowed || d.Hits[i].Shadow || c.Shadow || h.Limit.Shadow {
 			continue
 		}
-		if labels != nil {
-			violated = append(violated, labels[i])
-		} else {
-			violated = append(violated, h.Limit.Label())
-		}
+		violated = append(violated, labels[i])
 	}
 	detail := "the rate limit is exceeded; retry after " + strconv.FormatInt(retryAfter(d), 10) + " s"
 	if d.Source == sluice.FromFailClosed {

@@ -99,7 +99,7 @@ func usageErrorf(fs *flag.FlagSet, format string, args ...any) error {
 func runBench(ctx context.Context, env Env, args []string) int {
 	f, err := parseBenchFlags(env, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	target, newOp, err := f.plan()
 	if f.closeStore != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,16 +46,20 @@ type apiFlags struct {
 	timeout time.Duration
 	json    bool
 	keys    []string
+	// token is the admin token sent as a bearer token
+	// ($SLUICE_ADMIN_TOKEN); empty sends none.
+	token string
+	// serverEnv is $SLUICE_SERVER, the default of -server.
+	serverEnv string
 	// Direct use of Redis, without a server.
 	redis, prefix, limit, algorithm string
 }
 
 func (f *apiFlags) register(env Env, fs *flag.FlagSet) {
-	server := env.Getenv("SLUICE_SERVER")
-	if server == "" {
-		server = defaultServer
-	}
-	fs.StringVar(&f.server, "server", server, "base `URL` of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
+	// The default is resolved in parse, so that -h prints it once.
+	fs.StringVar(&f.server, "server", "", "base `URL` of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
+	f.token = env.Getenv("SLUICE_ADMIN_TOKEN")
+	f.serverEnv = env.Getenv("SLUICE_SERVER")
 	fs.StringVar(&f.zone, "zone", config.DemoZone, "zone to use")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "timeout of the request")
 	fs.BoolVar(&f.json, "json", false, "print the answer as JSON (the server's JSON with -server)")
@@ -89,6 +94,7 @@ func (f *apiFlags) parse(fs *flag.FlagSet, args []string) (string, error) {
 			return "", usageErrorf(fs, "-%s applies only with -redis", name)
 		}
 	}
+	f.server = cmp.Or(f.server, f.serverEnv, defaultServer)
 	base, err := parseBaseURL(f.server)
 	if err != nil {
 		return "", usageErrorf(fs, "-server: %v", err)
@@ -104,7 +110,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	fs.Int64Var(&cost, "cost", 1, "cost to spend; 0 only reports the state")
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	var d *apiDecision
 	var raw []byte
@@ -136,7 +142,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 
 // checkServer asks the server, and returns its decision and its JSON.
 func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*apiDecision, []byte, error) {
-	_, raw, err := post(ctx, base+checkPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
+	_, raw, err := post(ctx, base+checkPath, f.timeout, f.token, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,10 +236,11 @@ func seconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
-// post sends body as JSON to url and returns the status and the body of a
+// post sends body as JSON to url, with token as a bearer token unless it
+// is empty, and returns the status and the body of a
 // 2xx or 429 answer. Any other answer is an error quoting the server's
 // problem detail.
-func post(ctx context.Context, url string, timeout time.Duration, body any) (int, []byte, error) {
+func post(ctx context.Context, url string, timeout time.Duration, token string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	data, err := json.Marshal(body)
@@ -245,6 +252,9 @@ func post(ctx context.Context, url string, timeout time.Duration, body any) (int
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -20,12 +20,12 @@ func runReset(ctx context.Context, env Env, args []string) int {
 	f.register(env, fs)
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if f.redis != "" {
 		err = f.resetRedis(ctx)
 	} else {
-		_, _, err = post(ctx, base+resetPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys})
+		_, _, err = post(ctx, base+resetPath, f.timeout, f.token, apiRequest{Zone: f.zone, Keys: f.keys})
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice reset: %v\n", err)

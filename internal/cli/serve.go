@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -38,6 +39,7 @@ func (f *serveFlags) register(env Env, fs *flag.FlagSet) {
 	fs.StringVar(&f.overrides.Listen, "listen", env.Getenv("SLUICE_LISTEN"), "`host:port` of the API listener (env SLUICE_LISTEN; default 127.0.0.1:8080)")
 	fs.StringVar(&f.overrides.Store, "store-url", env.Getenv("SLUICE_STORE_URL"), "store: memory or a redis:// `URL` (env SLUICE_STORE_URL; default memory)")
 	fs.StringVar(&f.overrides.LogFormat, "log-format", env.Getenv("SLUICE_LOG_FORMAT"), "log `format`: text or json (env SLUICE_LOG_FORMAT; default text)")
+	f.overrides.AdminToken = env.Getenv("SLUICE_ADMIN_TOKEN") // no flag: a flag shows in ps
 	fs.StringVar(&f.overrides.LogLevel, "log-level", env.Getenv("SLUICE_LOG_LEVEL"), "log `level`: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info)")
 }
 
@@ -46,10 +48,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "serve", "[flags]")
 	f.register(env, fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "sluice serve: unexpected argument %q\n", fs.Arg(0))
@@ -147,27 +146,39 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 }
 
 // printBanner says where the server listens and how to try it: a curl
-// line that works as printed against the first API listener and zone.
+// line that works as printed against the listener serving /v1/check (the
+// first API listener, or the first admin listener when check is an admin
+// endpoint there) and the first zone.
 func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 	for _, a := range addrs {
 		fmt.Fprintf(w, "sluice: serving %s on http://%s\n", a.Role, a.Addr)
 	}
+	role := config.API
+	adminCheck := cfg.Admin.IsAdmin(config.EndpointCheck)
+	if adminCheck && slices.ContainsFunc(addrs, func(a server.Addr) bool { return a.Role == config.AdminRole }) {
+		role = config.AdminRole
+	}
 	for _, a := range addrs {
-		if a.Role != config.API {
+		if a.Role != role {
 			continue
 		}
 		base := "http://" + dialable(a.Addr)
 		zone := cfg.Zones[0]
 		fmt.Fprintf(w, "\nTry it (zone %q allows %s per key):\n\n", zone.Name, limitsText(zone))
-		fmt.Fprintf(w, "  %s\n\n", curlLine(base, zone.Name))
+		fmt.Fprintf(w, "  %s\n\n", curlLine(base, zone.Name, adminCheck && cfg.Admin.Token != ""))
 		fmt.Fprintf(w, "Run it %d times: the last answer is 429 with Retry-After. Metrics: %s/metrics\n", zone.Limits[0].Rate+1, base)
 		return
 	}
 }
 
-// curlLine is a shell command that checks the key "alice" in zone.
-func curlLine(base, zone string) string {
-	return fmt.Sprintf(`curl -i -X POST %s/v1/check -H 'Content-Type: application/json' -d '{"zone":"%s","key":"alice"}'`, base, zone)
+// curlLine is a shell command that checks the key "alice" in zone, with
+// the admin token from the environment when check needs it.
+func curlLine(base, zone string, token bool) string {
+	auth := ""
+	if token {
+		auth = ` -H "Authorization: Bearer $SLUICE_ADMIN_TOKEN"`
+	}
+	return fmt.Sprintf(`curl -i -X POST %s/v1/check -H 'Content-Type: application/json'%s -d '{"zone":"%s","key":"alice"}'`, base, auth, zone)
 }
 
 func limitsText(z config.Zone) string {

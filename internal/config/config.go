@@ -29,6 +29,9 @@ type Config struct {
 	Zones []Zone
 	// Proxy configures the reverse proxy served on proxy listeners.
 	Proxy Proxy
+	// Admin says which endpoints are admin endpoints and how they are
+	// protected.
+	Admin Admin
 }
 
 // Zone returns the zone named name, or nil.
@@ -122,7 +125,51 @@ const (
 	// ProxyRole serves the reverse proxy: every request is matched against
 	// the proxy rules.
 	ProxyRole Role = "proxy"
+	// AdminRole serves the admin endpoints (Admin.Endpoints) and the
+	// operational endpoints. When some listener has this role, the admin
+	// endpoints are served only there.
+	AdminRole Role = "admin"
 )
+
+// Endpoint names an API endpoint that can be made an admin endpoint.
+type Endpoint string
+
+// The endpoints Admin.Endpoints may list.
+const (
+	// EndpointReset is POST /v1/reset.
+	EndpointReset Endpoint = "reset"
+	// EndpointCheck is POST /v1/check.
+	EndpointCheck Endpoint = "check"
+	// EndpointMetrics is GET /metrics, whose labels name every zone.
+	EndpointMetrics Endpoint = "metrics"
+)
+
+// Admin protects the endpoints that change or reveal counters.
+type Admin struct {
+	// Endpoints are the admin endpoints: served only on admin listeners
+	// when there is one (other listeners answer them 404), and requiring
+	// Token when it is set. Default: [reset].
+	Endpoints []Endpoint
+	// TokenFile names a file whose content (without a final newline) is
+	// the bearer token; Load reads it. Relative names are relative to the
+	// configuration file's directory. Default: none.
+	TokenFile string
+	// Token, when set, is required on admin endpoints as
+	// "Authorization: Bearer TOKEN". It is read from TokenFile by Load, or
+	// given by Overrides.AdminToken (SLUICE_ADMIN_TOKEN), which wins.
+	// Default: none, no token is required.
+	Token string
+}
+
+// IsAdmin reports whether e is an admin endpoint.
+func (a *Admin) IsAdmin(e Endpoint) bool {
+	for _, x := range a.Endpoints {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
 
 // Listener is one address the server listens on.
 type Listener struct {

@@ -39,6 +39,9 @@ type Overrides struct {
 	LogFormat string
 	// LogLevel replaces log.level.
 	LogLevel string
+	// AdminToken replaces the token read from admin.token_file
+	// (SLUICE_ADMIN_TOKEN).
+	AdminToken string
 }
 
 // Override applies o to c and validates the result. Problems name the
@@ -49,7 +52,9 @@ func (c *Config) Override(o Overrides) error {
 		c.listen(o.Listen)
 	}
 	if o.Store != "" {
+		// The URL replaces the store: the fields of another kind go too.
 		c.Store.URL, c.Store.SentinelMaster, c.Store.SentinelAddrs, c.Store.ClusterSeeds = o.Store, "", nil, nil
+		c.Store.Password, c.Store.MaxKeys = "", 0
 	}
 	if o.LogFormat != "" {
 		c.Log.Format = LogFormat(o.LogFormat)
@@ -60,6 +65,12 @@ func (c *Config) Override(o Overrides) error {
 			w.add(0, "log.level", "%v", err)
 		}
 		c.Log.Level = level
+	}
+	if o.AdminToken != "" {
+		if err := CheckToken(o.AdminToken); err != nil {
+			w.add(0, "admin.token", "SLUICE_ADMIN_TOKEN: %v", err)
+		}
+		c.Admin.Token = o.AdminToken
 	}
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)

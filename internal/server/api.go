@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
@@ -52,10 +51,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &mb):
 		p = &apiProblem{http.StatusRequestEntityTooLarge, "Request body too large", fmt.Sprintf("the body is larger than %d bytes", mb.Limit)}
 	case errors.Is(err, sluice.ErrInvalid):
-		p = badRequest("%s", strings.ReplaceAll(err.Error(), sluice.ErrInvalid.Error()+": ", ""))
+		p = badRequest("%s", publicDetail(err))
 	default:
 		s.logUndecided(r, err)
-		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", err.Error()}
+		// The cause (a Redis address, a timeout) is for the log, not for
+		// any caller of the API.
+		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", "the store is unavailable or did not answer in time; the server log has the cause"}
 	}
 	httplimit.WriteProblem(w, &httplimit.Problem{Title: p.title, Status: p.status, Detail: p.detail})
 }
@@ -100,7 +101,7 @@ func (st *state) build(req *checkRequest, c *sluice.Check) (*zone, error) {
 	}
 	z := st.zones[req.Zone]
 	if z == nil {
-		return nil, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(req.Zone, 64), st.zoneList())}
+		return nil, unknownZone(req.Zone)
 	}
 	keys := req.Keys
 	switch {
@@ -129,18 +130,6 @@ func (st *state) build(req *checkRequest, c *sluice.Check) (*zone, error) {
 	}
 	c.Group = z.cfg.Group
 	return z, nil
-}
-
-func (st *state) zoneList() string {
-	names := make([]string, 0, len(st.zones))
-	for n := range st.zones {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	if len(names) > 10 {
-		names = append(names[:10], "...")
-	}
-	return strings.Join(names, ", ")
 }
 
 func truncate(s string, n int) string {

@@ -193,10 +193,12 @@ func FuzzCheckHandler(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := limitBody(s.apiHandler(), cfg.Listeners[0].MaxBodyBytes)
+	h := limitBody(s.apiHandler("api"), cfg.Listeners[0].MaxBodyBytes)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(string(body))))
+		req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, req)
 		switch {
 		case w.Code >= 500:
 			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)

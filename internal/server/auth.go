@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -81,7 +80,7 @@ func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStat
 		for name := range strings.SplitSeq(v, ",") {
 			z := st.zones[name]
 			if z == nil {
-				return nil, "", 0, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(name, 64), st.zoneList())}
+				return nil, "", 0, unknownZone(name)
 			}
 			if z.cfg.Group != "" && group != "" && z.cfg.Group != group {
 				return nil, "", 0, badRequest("zones of one check must share their group: %q has %q, another has %q", name, z.cfg.Group, group)

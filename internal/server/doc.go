@@ -34,6 +34,18 @@
 //     a body over the listener's max_body_bytes with 413, and a store
 //     error the failure policy did not absorb with 503; every one is an
 //     application/problem+json body that says what is wrong.
+//   - POST endpoints require Content-Type: application/json (415
+//     otherwise), so a browser's cross-origin form post cannot reach them.
+//     The admin endpoints (config.Admin: reset by default, check and
+//     /metrics if listed) move to the admin listener when one is
+//     configured (404 on api listeners) and need the bearer token when one
+//     is set (401), compared in constant time over SHA-256 digests. The
+//     token is read per request from the current state, so a reload
+//     rotates it; refused calls are logged at most once per 10 s.
+//   - Error details drop Go package and operation names and hit indexes
+//     (publicDetail); a 404 for an unknown zone does not list the zones.
+//     The proxy's upstream error line is logged at most once per 10 s,
+//     with the count of lines it stands for.
 //   - /v1/check echoes each key in its per-limit results (the caller sent
 //     them); the proxy's and /v1/auth's 429 bodies never contain a key,
 //     which may be a secret token.

@@ -53,7 +53,9 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	s.metrics.proxyErrors.Inc()
-	s.log.Warn("upstream error", "method", r.Method, "path", r.URL.Path, "err", err)
+	if ok, suppressed := s.upstreamLogs.allow(); ok {
+		s.log.Warn("upstream error", "method", r.Method, "path", r.URL.Path, "err", err, "suppressed", suppressed)
+	}
 	httplimit.WriteProblem(w, &httplimit.Problem{Title: "Bad gateway", Status: http.StatusBadGateway, Detail: "the upstream did not answer"})
 }
 

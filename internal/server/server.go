@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -64,6 +66,12 @@ type Server struct {
 	running *config.Config
 
 	listeners []*listener
+	// upstreamLogs and adminLogs bound the upstream error lines and the
+	// refused admin calls to one line per edge.DefaultLogInterval each.
+	upstreamLogs, adminLogs throttle
+	// adminListener is whether some listener has the admin role: then the
+	// admin endpoints are served there only.
+	adminListener bool
 }
 
 type listener struct {
@@ -89,7 +97,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if err := checkAdmin(cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
+	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
+	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	store := opts.Store
 	if store == nil {
 		var err error
@@ -162,7 +175,7 @@ func (s *Server) httpServer(cfg config.Listener) *http.Server {
 	if cfg.Serve == config.ProxyRole {
 		h = s.proxyHandler()
 	} else {
-		h = s.apiHandler()
+		h = s.apiHandler(cfg.Serve)
 	}
 	return &http.Server{
 		Handler:           limitBody(h, cfg.MaxBodyBytes),
@@ -234,5 +247,15 @@ func (s *Server) shutdown() error {
 		return fmt.Errorf("server: close store: %w", err)
 	}
 	s.log.Info("stopped")
+	return nil
+}
+
+// checkAdmin refuses a configuration whose admin token file was named but
+// not read (config.Parse does no I/O; config.Load reads it): serving it
+// would leave the admin endpoints open.
+func checkAdmin(cfg *config.Config) error {
+	if cfg.Admin.TokenFile != "" && cfg.Admin.Token == "" {
+		return fmt.Errorf("server: admin.token_file %q was not read; load the configuration with config.Load", cfg.Admin.TokenFile)
+	}
 	return nil
 }
