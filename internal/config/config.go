@@ -243,6 +243,11 @@ type Zone struct {
 	// SyncInterval is how often an async zone sends its pending cost.
 	// Only with mode async. Default: edge.DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
+	// Processes is, for an async zone, the number of servers sharing the
+	// store: each admits locally at most its share of what remains, which
+	// divides the worst-case over-admission by about as much
+	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
+	Processes int
 }
 
 // Mode says how a zone's checks reach the store.

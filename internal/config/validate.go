@@ -293,6 +293,12 @@ func (w *walker) validateMode(z *Zone, path string) {
 	case z.SyncInterval == 0 && z.Mode == AsyncMode:
 		z.SyncInterval = DefaultSyncInterval
 	}
+	switch {
+	case z.Processes != 0 && z.Mode != AsyncMode:
+		w.add(w.line(path+".processes"), path+".processes", "is only used with mode: async")
+	case z.Processes == 0 && z.Mode == AsyncMode:
+		z.Processes = 1
+	}
 }
 
 func (w *walker) validateProxy(c *Config) {

@@ -38,6 +38,7 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 		"sync_interval": func(v *yaml.Node, p string) {
 			z.SyncInterval = w.duration(v, p)
 		},
+		"processes": func(v *yaml.Node, p string) { z.Processes = int(min(w.positive(v, p), 1<<20)) },
 	})
 	for i := range z.Limits {
 		l := &z.Limits[i]

@@ -27,11 +27,11 @@ zones:
 			t.Fatalf("check %d: %d from %q, want 200 from %q (%s)", i, resp.StatusCode, d.Source, want, raw)
 		}
 	}
-	series := `sluice_async_decisions_total{path="local",policy="open",sync_interval="1m0s"}`
+	series := `sluice_async_decisions_total{path="local",policy="open",processes="1",sync_interval="1m0s"}`
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2", series, got)
 	}
-	series = `sluice_async_pending_cost{policy="open",sync_interval="1m0s"}`
+	series = `sluice_async_pending_cost{policy="open",processes="1",sync_interval="1m0s"}`
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2 (the sync interval has not passed)", series, got)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -128,7 +129,7 @@ var (
 
 // The metrics of async zones, by failure policy and sync interval.
 var (
-	asyncLabels          = []string{"policy", "sync_interval"}
+	asyncLabels          = []string{"policy", "sync_interval", "processes"}
 	descAsyncPending     = prometheus.NewDesc("sluice_async_pending_cost", "Cost admitted by async zones and not yet recorded by the store, summed over keys.", asyncLabels, nil)
 	descAsyncKeys        = prometheus.NewDesc("sluice_async_keys", "Keys tracked by async zones.", asyncLabels, nil)
 	descAsyncDecisions   = prometheus.NewDesc("sluice_async_decisions_total", "Checks of async zones, by path: local (from the view) or sync (passed to the store).", append(asyncLabels, "path"), nil)
@@ -154,7 +155,7 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 	defer e.b.amu.Unlock()
 	for k, a := range e.b.asyncs {
 		s := a.Stats()
-		l := []string{string(k.policy), k.interval.String()}
+		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes)}
 		metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, t, v, append(l, extra...)...)
 		}

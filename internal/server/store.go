@@ -78,15 +78,16 @@ type backend struct {
 	log      *slog.Logger
 
 	// asyncs are the edge.Async limiters of async zones, one per failure
-	// policy and sync interval, made as zones ask and kept until close
-	// (a reload reuses them).
+	// policy, sync interval and processes, made as zones ask and kept until
+	// close (a reload reuses them).
 	amu    sync.Mutex
 	asyncs map[asyncKey]*edge.Async
 }
 
 type asyncKey struct {
-	policy   config.FailurePolicy
-	interval time.Duration
+	policy    config.FailurePolicy
+	interval  time.Duration
+	processes int
 }
 
 // policyChain is the limiter of one failure policy.
@@ -157,7 +158,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	}
 	b.amu.Lock()
 	defer b.amu.Unlock()
-	k := asyncKey{z.Failure, z.SyncInterval}
+	k := asyncKey{z.Failure, z.SyncInterval, z.Processes}
 	if a := b.asyncs[k]; a != nil {
 		return a
 	}
@@ -166,7 +167,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	if chain.guard != nil {
 		next = chain.guard
 	}
-	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Logger: b.log})
+	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, Logger: b.log})
 	if err != nil { // not with a validated configuration
 		b.log.Error("async mode unavailable; the zone is synchronous", "zone", z.Name, "error", err.Error())
 		return b.limiter(z.Failure)
