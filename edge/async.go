@@ -156,7 +156,7 @@ type Async struct {
 	closed   atomic.Bool
 	active   atomic.Int64 // checks under way, for Close
 	once     sync.Once
-	spare    [2][]*slot // the queues' other buffers, the flusher's own
+	spare    [2][]*slot // the queues' other buffers, the coordinator's own
 	closeErr error
 	closeCtx context.Context
 

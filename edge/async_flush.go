@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -417,7 +416,7 @@ func (a *Async) Close(ctx context.Context) error {
 		// Checks that saw the limiter open finish first: their cost is in
 		// the queue before the last rounds.
 		for a.active.Load() > 0 {
-			runtime.Gosched()
+			time.Sleep(100 * time.Microsecond) // a check may wait on the store
 		}
 		a.closeCtx = ctx
 		close(a.closing)
