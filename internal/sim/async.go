@@ -126,6 +126,12 @@ func (f *fleet) replay(at, out []int64) []int64 {
 
 // advance runs every flush and answer due by now, in time order.
 func (f *fleet) advance(now int64) {
+	for i := range f.procs {
+		// An idle process's rounds only refresh its view: keep the last.
+		if pr := &f.procs[i]; pr.pending == 0 && pr.answerAt < 0 && pr.next+f.o.Interval <= now {
+			pr.next += (now - pr.next) / f.o.Interval * f.o.Interval
+		}
+	}
 	for {
 		k, at, answer := -1, now+1, false
 		for i := range f.procs {
