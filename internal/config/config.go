@@ -240,7 +240,34 @@ type Zone struct {
 	Failure FailurePolicy
 	// Shadow makes every limit of the zone a shadow limit. Default: false.
 	Shadow bool
+	// Mode says how the zone's checks reach the store: SyncMode (each
+	// check asks it) or AsyncMode (decided locally from a view of the
+	// shared usage, pending cost sent every SyncInterval; see package
+	// edge). Default: sync.
+	Mode Mode
+	// SyncInterval is how often an async zone sends its pending cost.
+	// Only with mode async. Default: edge.DefaultSyncInterval (100ms).
+	SyncInterval time.Duration
+	// Processes is, for an async zone, the number of servers sharing the
+	// store: each admits locally at most its share of what remains, which
+	// divides the worst-case over-admission by about as much
+	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
+	Processes int
 }
+
+// Mode says how a zone's checks reach the store.
+type Mode string
+
+// The modes.
+const (
+	// SyncMode asks the store on every check. The default.
+	SyncMode Mode = "sync"
+	// AsyncMode decides locally and sends the cost in the background.
+	AsyncMode Mode = "async"
+)
+
+// DefaultSyncInterval is the default Zone.SyncInterval, edge's default.
+const DefaultSyncInterval = 100 * time.Millisecond
 
 // KeyPartKind is where one part of a key comes from.
 type KeyPartKind string

@@ -69,6 +69,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestZoneModes(t *testing.T) {
+	for _, tc := range []struct {
+		yaml      string
+		mode      Mode
+		interval  time.Duration
+		processes int
+	}{
+		{"", SyncMode, 0, 0},
+		{"    mode: sync\n", SyncMode, 0, 0},
+		{"    mode: async\n", AsyncMode, DefaultSyncInterval, 1},
+		{"    mode: async\n    sync_interval: 250ms\n    processes: 4\n", AsyncMode, 250 * time.Millisecond, 4},
+	} {
+		c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 1r/s\n"+tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if z := c.Zones[0]; z.Mode != tc.mode || z.SyncInterval != tc.interval || z.Processes != tc.processes {
+			t.Errorf("%q: mode %q, interval %v, processes %d; want %q, %v, %d", tc.yaml, z.Mode, z.SyncInterval, z.Processes, tc.mode, tc.interval, tc.processes)
+		}
+	}
+}
+
 func TestDefault(t *testing.T) {
 	c := Default()
 	z := c.Zone(DemoZone)
@@ -113,7 +135,7 @@ func TestErrors(t *testing.T) {
 		{"syntax", "zones: [\n  - a: b\n", "c.yaml:"},
 		{"not a mapping", "- a\n", "want a mapping"},
 		{"unknown top field", "zone:\n  - name: a\n", `c.yaml:1: zone: unknown field "zone" (did you mean "zones"?)`},
-		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, name, resolution, shadow)`},
+		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, mode, name, processes, resolution, shadow, sync_interval)`},
 		{"zero rate", "zones:\n  - name: a\n    limits: [10r/s]\n  - name: b\n    limits: [10r/s]\n  - name: c\n    limits:\n      - 0r/m\n",
 			`c.yaml:8: zones[2].limits[0]: limit "0r/m": rate must be > 0`},
 		{"bad spec string", "zones:\n  - name: a\n    limits: 10 per minute\n", `c.yaml:3: zones[0].limits: limit "10 per minute": missing "r/"`},
@@ -131,6 +153,11 @@ func TestErrors(t *testing.T) {
 		{"bad key in list", "zones:\n  - name: a\n    limits: 1r/s\n    key: [client-address, \"header:a b\"]\n", `c.yaml:4: zones[0].key[1]: key source "header:a b"`},
 		{"from and first_of", zone + "    key: {from: client-address, first_of: [header:X]}\n", "c.yaml:4: zones[0].key: set either from"},
 		{"bad failure", zone + "    failure: maybe\n", `c.yaml:4: zones[0].failure: unknown failure policy "maybe"`},
+		{"bad mode", zone + "    mode: later\n", `c.yaml:4: zones[0].mode: unknown mode "later"`},
+		{"interval without async", zone + "    sync_interval: 1s\n", `c.yaml:4: zones[0].sync_interval: is only used with mode: async`},
+		{"interval too long", zone + "    mode: async\n    sync_interval: 2m\n", `c.yaml:5: zones[0].sync_interval: must be between 0 and 1m`},
+		{"processes without async", zone + "    processes: 3\n", `c.yaml:4: zones[0].processes: is only used with mode: async`},
+		{"processes not positive", zone + "    mode: async\n    processes: 0\n", `c.yaml:5: zones[0].processes: must be > 0`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
 		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
 		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a Redis URL`},

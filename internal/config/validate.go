@@ -273,6 +273,33 @@ func (w *walker) validateZone(z *Zone, path string) {
 		}
 		w.add(w.line(path+".failure"), path+".failure", "unknown failure policy %q (want open, closed or local)", z.Failure)
 	}
+	w.validateMode(z, path)
+}
+
+// validateMode checks a zone's mode and sync interval.
+func (w *walker) validateMode(z *Zone, path string) {
+	switch z.Mode {
+	case "":
+		z.Mode = SyncMode
+	case SyncMode, AsyncMode:
+	default:
+		w.add(w.line(path+".mode"), path+".mode", "unknown mode %q (want sync or async)", z.Mode)
+	}
+	ip := path + ".sync_interval"
+	switch {
+	case z.SyncInterval < 0 || z.SyncInterval > time.Minute:
+		w.add(w.line(ip), ip, "must be between 0 and 1m, got %v", z.SyncInterval)
+	case z.SyncInterval != 0 && z.Mode != AsyncMode:
+		w.add(w.line(ip), ip, "is only used with mode: async")
+	case z.SyncInterval == 0 && z.Mode == AsyncMode:
+		z.SyncInterval = DefaultSyncInterval
+	}
+	switch {
+	case z.Processes != 0 && z.Mode != AsyncMode:
+		w.add(w.line(path+".processes"), path+".processes", "is only used with mode: async")
+	case z.Processes == 0 && z.Mode == AsyncMode:
+		z.Processes = 1
+	}
 }
 
 func (w *walker) validateProxy(c *Config) {

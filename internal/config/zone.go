@@ -34,6 +34,11 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 		"group":   func(v *yaml.Node, p string) { z.Group = w.str(v, p) },
 		"failure": func(v *yaml.Node, p string) { z.Failure = FailurePolicy(w.str(v, p)) },
 		"shadow":  func(v *yaml.Node, p string) { z.Shadow = w.boolean(v, p) },
+		"mode":    func(v *yaml.Node, p string) { z.Mode = Mode(w.str(v, p)) },
+		"sync_interval": func(v *yaml.Node, p string) {
+			z.SyncInterval = w.duration(v, p)
+		},
+		"processes": func(v *yaml.Node, p string) { z.Processes = int(min(w.positive(v, p), 1<<20)) },
 	})
 	for i := range z.Limits {
 		l := &z.Limits[i]

@@ -58,7 +58,11 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	b := s.getCheckBuf()
 	defer s.putCheckBuf(b)
-	if err := s.decide(orig, zones, group, s.backend.limiter(policies...), b); err != nil {
+	limiter := s.backend.limiter(policies...)
+	if len(zones) == 1 {
+		limiter = zones[0].limiter // async if the zone is
+	}
+	if err := s.decide(orig, zones, group, limiter, b); err != nil {
 		s.writeUndecided(w, r, err, http.StatusUnauthorized)
 		return
 	}

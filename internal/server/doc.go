@@ -14,7 +14,10 @@
 // memory store, or a Redis store (standalone, Sentinel, Cluster). New
 // puts, for a Redis store, one edge.Guard per failure policy in front of
 // it (sharing one breaker, with the store timeout) and a deny cache in
-// front of each guard; a zone checks through the chain of its policy. The
+// front of each guard; a zone checks through the chain of its policy. An
+// async zone (mode: async) checks through an edge.Async in front of its
+// policy's guard, one per policy and sync interval, closed (sending what it
+// owes) when the server stops. The
 // configuration is compiled into an immutable state (zones with their key
 // functions from package httplimit, proxy rules with their reverse
 // proxies) held in an atomic pointer: a reload swaps it, and a request

@@ -42,7 +42,7 @@ type zone struct {
 }
 
 func (s *Server) newZone(z *config.Zone, key httplimit.KeyFunc) *zone {
-	cz := &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure), counters: s.metrics.zoneCounters(z.Name)}
+	cz := &zone{cfg: z, key: key, limiter: s.backend.zoneLimiter(z), counters: s.metrics.zoneCounters(z.Name)}
 	cz.self = []*zone{cz}
 	for _, l := range z.Limits {
 		cz.labels = append(cz.labels, l.Label())
@@ -126,6 +126,9 @@ func (s *Server) compileRule(st *state, r *config.Rule) *rule {
 		}
 	}
 	cr.limiter = s.backend.limiter(policies...)
+	if len(cr.zones) == 1 {
+		cr.limiter = cr.zones[0].limiter // async if the zone is
+	}
 	var hits []sluice.Hit
 	for _, z := range cr.zones {
 		hits = z.hits(hits, "k")
