@@ -60,12 +60,8 @@ type Check struct {
 }
 
 // Validate reports whether c is well formed: every error wraps ErrInvalid
-// and names the offending hit. maxLogRate caps the Rate of Log limits; zero
-// means DefaultMaxLogRate.
-func (c Check) Validate(maxLogRate int64) error {
-	if maxLogRate == 0 {
-		maxLogRate = DefaultMaxLogRate
-	}
+// and names the offending hit.
+func (c Check) Validate() error {
 	if len(c.Hits) == 0 {
 		return fmt.Errorf("%w: check has no hits", ErrInvalid)
 	}
@@ -76,7 +72,7 @@ func (c Check) Validate(maxLogRate int64) error {
 		return fmt.Errorf("%w: cost must be >= 0, got %d", ErrInvalid, c.Cost)
 	}
 	for i, h := range c.Hits {
-		if err := h.validate(c.Cost, maxLogRate); err != nil {
+		if err := h.validate(c.Cost); err != nil {
 			return fmt.Errorf("hit %d: %w", i, err)
 		}
 		for j := range i {
@@ -88,7 +84,7 @@ func (c Check) Validate(maxLogRate int64) error {
 	return nil
 }
 
-func (h Hit) validate(cost, maxLogRate int64) error {
+func (h Hit) validate(cost int64) error {
 	switch {
 	case h.Key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalid)
@@ -97,9 +93,6 @@ func (h Hit) validate(cost, maxLogRate int64) error {
 	}
 	if err := h.Limit.Validate(); err != nil {
 		return err
-	}
-	if h.Limit.Algo() == Log && h.Limit.Rate > maxLogRate {
-		return fmt.Errorf("%w: limit %q: a log limit's rate must be <= %d", ErrInvalid, h.Limit.String(), maxLogRate)
 	}
 	if cost > h.Limit.Rate {
 		return fmt.Errorf("%w: cost %d is greater than the rate of limit %q and could never pass", ErrInvalid, cost, h.Limit.String())
@@ -133,13 +126,16 @@ type HitResult struct {
 	ResetAfter time.Duration
 }
 
-// Source says how a Decision was reached.
+// Source says how a Decision was reached. The zero value, Undecided, marks
+// a Decision that no limiter has written.
 type Source uint8
 
 // The sources of a decision.
 const (
+	// Undecided: nothing was decided; the zero value of a Decision.
+	Undecided Source = iota
 	// FromStore: the store decided. The normal case.
-	FromStore Source = iota
+	FromStore
 	// FromDenyCache: a recent denial was repeated without asking the store.
 	FromDenyCache
 	// FromLocalView: the asynchronous mode decided from its local view of
@@ -154,7 +150,7 @@ const (
 	FromFallback
 )
 
-var sourceNames = [...]string{"store", "deny-cache", "local-view", "fail-open", "fail-closed", "fallback"}
+var sourceNames = [...]string{"undecided", "store", "deny-cache", "local-view", "fail-open", "fail-closed", "fallback"}
 
 // String returns the source's name, such as "fail-open", for logs and
 // metric labels.
@@ -169,46 +165,99 @@ func (s Source) String() string {
 // the store failed.
 func (s Source) Degraded() bool { return s >= FromFailOpen }
 
-// Decision is the outcome of a Check.
+// Decision is the outcome of a Check. Its zero value means nothing was
+// decided (Source is Undecided). A Decision is written by a Limiter; the
+// helpers Prepare, Conclude and Degrade are for implementations of
+// Limiter, not for their callers.
 type Decision struct {
-	// Allowed reports whether the cost was spent.
+	// Allowed reports whether the cost was spent (or, for a peek, whether
+	// it could have been).
 	Allowed bool
-	// Denier is the index in Check.Hits of the first hit that denied, or -1
-	// when the check was allowed.
-	Denier int
 	// Shadowed reports that a shadow hit would have denied the check.
 	Shadowed bool
 	// Source says how the decision was reached.
 	Source Source
 	// Hits holds one result per hit, in the order of Check.Hits. Empty when
-	// the decision was made without the store (a degraded Source).
+	// the decision was made without any limiter's state (FromFailOpen,
+	// FromFailClosed).
 	Hits []HitResult
+
+	denier int           // 1 + index of the first non-shadow hit that denied; 0 for none
+	wait   time.Duration // RetryAfter of a denial without hits
 }
 
-// Reset prepares d for a new check of n hits, reusing its storage.
-func (d *Decision) Reset(n int) {
-	hits := d.Hits[:0]
-	if cap(hits) < n {
-		hits = make([]HitResult, 0, n)
+// Denier returns the index in Check.Hits (and in d.Hits) of the first
+// non-shadow hit that denied the check. ok is false when the check was
+// allowed, when nothing was decided, and when it was denied without hit
+// results (FromFailClosed): then no hit is to blame.
+func (d *Decision) Denier() (i int, ok bool) {
+	if d.denier == 0 || d.denier > len(d.Hits) {
+		return -1, false
 	}
-	*d = Decision{Denier: -1, Hits: hits[:n]}
-	clear(d.Hits)
+	return d.denier - 1, true
 }
 
 // RetryAfter returns how long to wait before the same check could pass: the
-// longest RetryAfter of the hits that deny it (shadow hits excluded), or
-// zero when the check was allowed.
+// longest RetryAfter of the hits that deny it (shadow hits excluded), the
+// wait a failure policy set for a denial without hits, or zero when the
+// check was allowed or not decided.
 func (d *Decision) RetryAfter() time.Duration {
-	if d.Allowed || d.Denier < 0 {
+	if d.Allowed || d.Source == Undecided {
 		return 0
+	}
+	if d.denier == 0 {
+		return d.wait
 	}
 	var wait time.Duration
 	for _, h := range d.Hits {
-		if !h.Shadow {
+		if !h.Shadow && !h.Allowed {
 			wait = max(wait, h.RetryAfter)
 		}
 	}
 	return wait
+}
+
+// Prepare readies d to receive the results of n hits, reusing its storage:
+// d becomes undecided with n zeroed HitResults. For Limiter
+// implementations.
+func (d *Decision) Prepare(n int) {
+	hits := d.Hits[:0]
+	if cap(hits) < n {
+		hits = make([]HitResult, 0, n)
+	}
+	*d = Decision{Hits: hits[:n]}
+	clear(d.Hits)
+}
+
+// Conclude derives the decision from its hit results and records src: the
+// check is allowed iff every non-shadow hit is Allowed; Shadowed is set when
+// a shadow hit is not; the first non-shadow hit that is not Allowed is the
+// Denier. This is the one place the all-or-nothing rule turns per-hit
+// outcomes into a Decision; every store calls it after filling d.Hits. For
+// Limiter implementations.
+func (d *Decision) Conclude(src Source) {
+	d.Allowed, d.Shadowed, d.Source, d.denier, d.wait = true, false, src, 0, 0
+	for i := range d.Hits {
+		switch h := &d.Hits[i]; {
+		case h.Allowed:
+		case h.Shadow:
+			d.Shadowed = true
+		case d.denier == 0:
+			d.denier = i + 1
+			d.Allowed = false
+		}
+	}
+}
+
+// Degrade records a decision reached without any hit results, as a failure
+// policy does: allowed or not, from src, and for a denial the wait that
+// RetryAfter reports. d.Hits becomes empty. For Limiter implementations.
+func (d *Decision) Degrade(src Source, allowed bool, retryAfter time.Duration) {
+	d.Prepare(0)
+	d.Allowed, d.Source = allowed, src
+	if !allowed {
+		d.wait = max(retryAfter, 0)
+	}
 }
 
 // Limiter decides checks. Implementations are safe for concurrent use.
@@ -219,4 +268,13 @@ type Limiter interface {
 	Check(ctx context.Context, c Check, d *Decision) error
 	// Reset forgets the state of every hit of c. Cost is ignored.
 	Reset(ctx context.Context, c Check) error
+}
+
+// Allow is shorthand for l.Check of one hit (key in the empty zone, under
+// limit) at cost 1, returning the decision. Use Check with a reused
+// Decision where allocations matter, or for several limits, zones or costs.
+func Allow(ctx context.Context, l Limiter, key string, limit Limit) (Decision, error) {
+	var d Decision
+	err := l.Check(ctx, Check{Hits: []Hit{{Key: key, Limit: limit}}, Cost: 1}, &d)
+	return d, err
 }

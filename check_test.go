@@ -16,95 +16,124 @@ func TestCheckValidate(t *testing.T) {
 	}
 	logLimit := func(rate int64) Limit { return Limit{Rate: rate, Window: time.Second, Algorithm: Log} }
 
-	ok := []struct {
-		c          Check
-		maxLogRate int64
-	}{
-		{Check{Hits: []Hit{hit("k", perMinute)}, Cost: 1}, 0},
-		{Check{Hits: []Hit{hit("k", perMinute)}, Cost: 0}, 0},
-		{Check{Hits: []Hit{hit("k", perMinute)}, Cost: 10}, 0},
-		{Check{Hits: many[:MaxHits], Cost: 1}, 0},
-		{Check{Hits: []Hit{hit(strings.Repeat("x", MaxKeyLen), perMinute)}, Cost: 1}, 0},
-		{Check{Hits: []Hit{hit("k", logLimit(DefaultMaxLogRate))}, Cost: 1}, 0},
-		{Check{Hits: []Hit{hit("k", logLimit(50_000))}, Cost: 1}, 50_000},
+	ok := []Check{
+		{Hits: []Hit{hit("k", perMinute)}, Cost: 1},
+		{Hits: []Hit{hit("k", perMinute)}, Cost: 0},
+		{Hits: []Hit{hit("k", perMinute)}, Cost: 10},
+		{Hits: many[:MaxHits], Cost: 1},
+		{Hits: []Hit{hit(strings.Repeat("x", MaxKeyLen), perMinute)}, Cost: 1},
+		{Hits: []Hit{hit("k", logLimit(MaxLogRate))}, Cost: 1},
 		// Same key, different identities: window, algorithm, resolution, zone.
-		{Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 5, Window: time.Hour})}, Cost: 1}, 0},
-		{Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Log})}, Cost: 1}, 0},
-		{Check{Hits: []Hit{
+		{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 5, Window: time.Hour})}, Cost: 1},
+		{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Log})}, Cost: 1},
+		{Hits: []Hit{
 			hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Buckets}),
 			hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Buckets, Resolution: time.Second}),
-		}, Cost: 1}, 0},
-		{Check{Hits: []Hit{hit("k", perMinute), {Zone: "z", Key: "k", Limit: perMinute}}, Cost: 1}, 0},
+		}, Cost: 1},
+		{Hits: []Hit{hit("k", perMinute), {Zone: "z", Key: "k", Limit: perMinute}}, Cost: 1},
 	}
 	for i, c := range ok {
-		if err := c.c.Validate(c.maxLogRate); err != nil {
+		if err := c.Validate(); err != nil {
 			t.Errorf("valid check %d: %v", i, err)
 		}
 	}
 
 	bad := []struct {
-		name       string
-		c          Check
-		maxLogRate int64
-		why        string
+		name string
+		c    Check
+		why  string
 	}{
-		{"no hits", Check{Cost: 1}, 0, "no hits"},
-		{"too many hits", Check{Hits: many, Cost: 1}, 0, "17 hits, more than 16"},
-		{"negative cost", Check{Hits: []Hit{hit("k", perMinute)}, Cost: -1}, 0, "cost must be >= 0, got -1"},
-		{"empty key", Check{Hits: []Hit{hit("", perMinute)}, Cost: 1}, 0, "hit 0: sluice: invalid input: empty key"},
-		{"long key", Check{Hits: []Hit{hit(strings.Repeat("x", MaxKeyLen+1), perMinute)}, Cost: 1}, 0, "longer than 65536"},
-		{"bad limit", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 0, Window: time.Second})}, Cost: 1}, 0, `hit 1: sluice: invalid input: limit "0r/s": rate must be > 0`},
-		{"cost above rate", Check{Hits: []Hit{hit("k", perMinute)}, Cost: 11}, 0, `cost 11 is greater than the rate of limit "10r/m"`},
-		{"log rate", Check{Hits: []Hit{hit("k", logLimit(DefaultMaxLogRate+1))}, Cost: 1}, 0, "a log limit's rate must be <= 10000"},
-		{"custom log rate", Check{Hits: []Hit{hit("k", logLimit(101))}, Cost: 1}, 100, "a log limit's rate must be <= 100"},
-		{"shared state", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 99, Window: time.Minute, Name: "other"})}, Cost: 1}, 0,
+		{"no hits", Check{Cost: 1}, "no hits"},
+		{"too many hits", Check{Hits: many, Cost: 1}, "17 hits, more than 16"},
+		{"negative cost", Check{Hits: []Hit{hit("k", perMinute)}, Cost: -1}, "cost must be >= 0, got -1"},
+		{"empty key", Check{Hits: []Hit{hit("", perMinute)}, Cost: 1}, "hit 0: sluice: invalid input: empty key"},
+		{"long key", Check{Hits: []Hit{hit(strings.Repeat("x", MaxKeyLen+1), perMinute)}, Cost: 1}, "longer than 65536"},
+		{"bad limit", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 0, Window: time.Second})}, Cost: 1}, `hit 1: sluice: invalid input: limit "0r/s": rate must be > 0`},
+		{"cost above rate", Check{Hits: []Hit{hit("k", perMinute)}, Cost: 11}, `cost 11 is greater than the rate of limit "10r/m"`},
+		{"log rate", Check{Hits: []Hit{hit("k", logLimit(MaxLogRate+1))}, Cost: 1}, "a log limit's rate must be <= 10000"},
+		{"shared state", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 99, Window: time.Minute, Name: "other"})}, Cost: 1},
 			`hits 0 and 1 share state (zone "", key "k", sliding-window 1m0s)`},
-		{"shared default algorithm", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: SlidingWindow})}, Cost: 1}, 0, "share state"},
+		{"shared default algorithm", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: SlidingWindow})}, Cost: 1}, "share state"},
 		{"shared default resolution", Check{Hits: []Hit{
 			hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Buckets}),
 			hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Buckets, Resolution: 6 * time.Second}),
-		}, Cost: 1}, 0, "share state"},
+		}, Cost: 1}, "share state"},
 	}
 	for _, c := range bad {
-		err := c.c.Validate(c.maxLogRate)
+		err := c.c.Validate()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalid saying %q", c.name, err, c.why)
 		}
 	}
 }
 
-func TestDecisionReset(t *testing.T) {
-	d := Decision{Allowed: true, Denier: 3, Shadowed: true, Source: FromFailOpen, Hits: []HitResult{{Used: 5}, {Used: 6}}}
-	storage := &d.Hits[0]
-	d.Reset(2)
-	if d.Allowed || d.Denier != -1 || d.Shadowed || d.Source != FromStore || len(d.Hits) != 2 {
-		t.Fatalf("after Reset(2): %+v", d)
+func TestDecisionZeroValue(t *testing.T) {
+	var d Decision
+	if d.Allowed || d.Source != Undecided || d.RetryAfter() != 0 {
+		t.Errorf("zero Decision: %+v, RetryAfter %v; want undecided", d, d.RetryAfter())
 	}
-	if &d.Hits[0] != storage || d.Hits[0] != (HitResult{}) || d.Hits[1] != (HitResult{}) {
-		t.Errorf("Reset did not clear and reuse the hit storage: %+v", d.Hits)
-	}
-	d.Reset(3)
-	if len(d.Hits) != 3 {
-		t.Errorf("Reset(3): %d hits", len(d.Hits))
-	}
-	if n := testing.AllocsPerRun(100, func() { d.Reset(3) }); n != 0 {
-		t.Errorf("Reset within capacity allocates %v times", n)
+	if i, ok := d.Denier(); ok {
+		t.Errorf("zero Decision: Denier() = %d, true; want no denier", i)
 	}
 }
 
-func TestDecisionRetryAfter(t *testing.T) {
-	d := Decision{Allowed: true, Denier: -1, Hits: []HitResult{{Allowed: true}}}
-	if got := d.RetryAfter(); got != 0 {
-		t.Errorf("allowed: RetryAfter %v, want 0", got)
+func TestDecisionPrepare(t *testing.T) {
+	d := Decision{Allowed: true, Shadowed: true, Source: FromFailOpen, Hits: []HitResult{{Used: 5}, {Used: 6}}}
+	storage := &d.Hits[0]
+	d.Prepare(2)
+	if _, ok := d.Denier(); d.Allowed || ok || d.Shadowed || d.Source != Undecided || len(d.Hits) != 2 {
+		t.Fatalf("after Prepare(2): %+v", d)
 	}
-	d = Decision{Denier: 1, Hits: []HitResult{
-		{RetryAfter: 2 * time.Second},
-		{RetryAfter: 5 * time.Second},
-		{Shadow: true, RetryAfter: time.Hour},
-		{Allowed: true},
-	}}
-	if got := d.RetryAfter(); got != 5*time.Second {
-		t.Errorf("denied: RetryAfter %v, want the longest non-shadow wait, 5s", got)
+	if &d.Hits[0] != storage || d.Hits[0] != (HitResult{}) || d.Hits[1] != (HitResult{}) {
+		t.Errorf("Prepare did not clear and reuse the hit storage: %+v", d.Hits)
+	}
+	d.Prepare(3)
+	if len(d.Hits) != 3 {
+		t.Errorf("Prepare(3): %d hits", len(d.Hits))
+	}
+	if n := testing.AllocsPerRun(100, func() { d.Prepare(3) }); n != 0 {
+		t.Errorf("Prepare within capacity allocates %v times", n)
+	}
+}
+
+func TestDecisionConclude(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		hits       []HitResult
+		allowed    bool
+		shadowed   bool
+		denier     int // -1: none
+		retryAfter time.Duration
+	}{
+		{"all allowed", []HitResult{{Allowed: true}, {Allowed: true}}, true, false, -1, 0},
+		{"second denies", []HitResult{{Allowed: true}, {RetryAfter: 2 * time.Second}, {RetryAfter: time.Second}}, false, false, 1, 2 * time.Second},
+		{"shadow cannot deny", []HitResult{{Allowed: true}, {Shadow: true, RetryAfter: time.Hour}}, true, true, -1, 0},
+		{"shadow wait not counted", []HitResult{{Shadow: true, RetryAfter: time.Hour}, {RetryAfter: 5 * time.Second}}, false, true, 1, 5 * time.Second},
+	} {
+		var d Decision
+		d.Prepare(len(c.hits))
+		copy(d.Hits, c.hits)
+		d.Conclude(FromStore)
+		i, ok := d.Denier()
+		if !ok {
+			i = -1
+		}
+		if d.Allowed != c.allowed || d.Shadowed != c.shadowed || i != c.denier || d.Source != FromStore || d.RetryAfter() != c.retryAfter {
+			t.Errorf("%s: Allowed %v Shadowed %v Denier %d RetryAfter %v; want %v %v %d %v",
+				c.name, d.Allowed, d.Shadowed, i, d.RetryAfter(), c.allowed, c.shadowed, c.denier, c.retryAfter)
+		}
+	}
+}
+
+func TestDecisionDegrade(t *testing.T) {
+	d := Decision{Hits: []HitResult{{Used: 1}}}
+	d.Degrade(FromFailClosed, false, time.Second)
+	if _, ok := d.Denier(); d.Allowed || ok || len(d.Hits) != 0 || d.RetryAfter() != time.Second {
+		t.Errorf("fail-closed: %+v, RetryAfter %v; want denied, no denier, 1s", d, d.RetryAfter())
+	}
+	d.Degrade(FromFailOpen, true, time.Second)
+	if !d.Allowed || d.RetryAfter() != 0 || d.Source != FromFailOpen {
+		t.Errorf("fail-open: %+v, RetryAfter %v", d, d.RetryAfter())
 	}
 }
 
@@ -113,6 +142,7 @@ func TestSource(t *testing.T) {
 		name     string
 		degraded bool
 	}{
+		Undecided:      {"undecided", false},
 		FromStore:      {"store", false},
 		FromDenyCache:  {"deny-cache", false},
 		FromLocalView:  {"local-view", false},

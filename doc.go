@@ -5,7 +5,8 @@
 // [Algorithm] estimates the usage. A [Check] asks for one cost on one or more
 // hits (a key under a limit) and a [Limiter] answers with a [Decision]: the
 // check is allowed only if every hit stays within its limit, and only then is
-// the cost recorded, on every hit. A denied check records nothing.
+// the cost recorded, on every hit. A denied check records nothing. [Allow]
+// is shorthand for the common case: one key, one limit, cost 1.
 //
 // Where the state lives is the Limiter's business: package memstore keeps it
 // in process memory (the embedded default), package redisstore in Redis

@@ -67,6 +67,26 @@ func ExampleLimiter() {
 	// Output: false 0 1m0s
 }
 
+func ExampleAllow() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, err := memstore.New(memstore.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	perSecond := sluice.Limit{Rate: 2, Window: time.Second, Algorithm: sluice.GCRA}
+	for range 3 {
+		d, err := sluice.Allow(context.Background(), store, "client-42", perSecond)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(d.Allowed, d.RetryAfter())
+	}
+	// Output:
+	// true 0s
+	// true 0s
+	// false 500ms
+}
+
 // Several limits on one key are decided together: the check is allowed
 // only if every limit allows it, and a denial spends nothing on any of
 // them.
@@ -92,8 +112,8 @@ func ExampleCheck_severalLimits() {
 			panic(err)
 		}
 		fmt.Printf("t=%2ds allowed=%v", at, d.Allowed)
-		if !d.Allowed {
-			fmt.Printf(" denied by %s, retry after %v", check.Hits[d.Denier].Limit, d.RetryAfter())
+		if i, ok := d.Denier(); ok {
+			fmt.Printf(" denied by %s, retry after %v", check.Hits[i].Limit, d.RetryAfter())
 		}
 		fmt.Println()
 	}

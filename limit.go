@@ -22,7 +22,7 @@ const (
 	// only the oldest, partly covered one. Smaller error, more state.
 	Buckets Algorithm = "buckets"
 	// Log records every event: exact, with state that grows with the rate
-	// (see DefaultMaxLogRate).
+	// (see MaxLogRate).
 	Log Algorithm = "log"
 	// Decay is an exponentially decayed count (AR1) with time constant
 	// Window: one float of state, smooth, a different model of "rate".
@@ -33,8 +33,10 @@ const (
 	GCRA Algorithm = "gcra"
 )
 
-// Algorithms lists every algorithm, the default first.
-var Algorithms = []Algorithm{SlidingWindow, Buckets, Log, Decay, GCRA}
+// Algorithms returns every algorithm, the default first, in a new slice.
+func Algorithms() []Algorithm {
+	return []Algorithm{SlidingWindow, Buckets, Log, Decay, GCRA}
+}
 
 // ParseAlgorithm returns the algorithm named s. The empty string is
 // SlidingWindow; any unknown name is an error that wraps ErrInvalid.
@@ -50,11 +52,12 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return "", fmt.Errorf("%w: unknown algorithm %q (want one of sliding-window, buckets, log, decay, gcra)", ErrInvalid, s)
 }
 
-// DefaultMaxLogRate is the largest Rate a Log limit may have unless a store
-// is configured otherwise. A log keeps one entry per recorded event, so its
-// memory per key grows with the rate; above a few thousand events per window
-// an estimating algorithm is the better tool.
-const DefaultMaxLogRate = 10_000
+// MaxLogRate is the largest Rate a Log limit may have, in every store and
+// every layer: Limit.Validate refuses more. A log keeps one entry per
+// recorded event, so its memory per key and its cost per check grow with
+// the rate; above a few thousand events per window an estimating algorithm
+// is the better tool.
+const MaxLogRate = 10_000
 
 // MaxRate is the largest Rate a Limit may have. Up to it every algorithm
 // decides exactly on every store (a fresh limit admits exactly Rate, and
@@ -133,14 +136,14 @@ func (l Limit) Bucket() time.Duration {
 	return l.Resolution
 }
 
-// Validate reports whether l can be used. The error wraps ErrInvalid and
-// quotes the limit. It does not apply a store's maximum log rate; stores do.
+// Validate reports whether l can be used, in any store. The error wraps
+// ErrInvalid and quotes the limit.
 func (l Limit) Validate() error {
 	// The common case, decided without building the error helper: every
-	// algorithm but Buckets needs only these checks.
+	// algorithm but Buckets and Log needs only these checks.
 	if l.Rate > 0 && l.Rate <= MaxRate && l.Window > 0 && l.Window <= MaxWindow && l.Window%time.Microsecond == 0 {
 		switch l.Algorithm {
-		case "", SlidingWindow, Log, Decay, GCRA:
+		case "", SlidingWindow, Decay, GCRA:
 			return nil
 		}
 	}
@@ -169,6 +172,9 @@ func (l Limit) validateSlow() error {
 	}
 	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
 		return bad("unknown algorithm %q", l.Algorithm)
+	}
+	if l.Algo() == Log && l.Rate > MaxLogRate {
+		return bad("a log limit's rate must be <= %d, got %d (use an estimating algorithm for higher rates)", MaxLogRate, l.Rate)
 	}
 	if l.Algo() != Buckets {
 		return nil

@@ -13,7 +13,7 @@ import (
 // default options: what a user gets from memstore.New(memstore.Options{}).
 func sluiceMemoryContenders() []contenderSpec {
 	var specs []contenderSpec
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		specs = append(specs, contenderSpec{"sluice-" + string(a), func(b *testing.B, w workload) contender {
 			store, err := memstore.New(memstore.Options{})
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 // machine is measured as latency rather than failing the run.
 func sluiceRedisContenders(srv *redistest.Server) []contenderSpec {
 	var specs []contenderSpec
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		name := "sluice-" + string(a)
 		specs = append(specs, contenderSpec{name, func(b *testing.B, w workload) contender {
 			store, err := redisstore.New(redisstore.Options{URL: srv.URL(), Timeout: 3 * time.Second})

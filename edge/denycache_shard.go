@@ -69,21 +69,19 @@ func (s *shard) lookup(h uint64, c *sluice.Check, now time.Time, d *sluice.Decis
 // It reports false if no hit's denial may be repeated any more (see hold).
 func (e *entry) replay(now time.Time, d *sluice.Decision) bool {
 	elapsed := now.Sub(e.at)
-	d.Reset(len(e.decision.Hits))
-	d.Shadowed, d.Source = e.decision.Shadowed, sluice.FromDenyCache
+	d.Prepare(len(e.decision.Hits))
 	for i, r := range e.decision.Hits {
-		held := !r.Allowed && !r.Shadow && elapsed < hold(e.check.Hits[i].Limit, r.RetryAfter)
-		if held && d.Denier < 0 {
-			d.Denier = i
-		}
+		held := !r.Allowed && elapsed < hold(e.check.Hits[i].Limit, r.RetryAfter)
 		r.RetryAfter = max(0, r.RetryAfter-elapsed)
 		r.ResetAfter = max(0, r.ResetAfter-elapsed)
-		if r.RetryAfter == 0 {
-			r.Allowed = true
+		if !held {
+			r.Allowed, r.RetryAfter = true, 0
 		}
 		d.Hits[i] = r
 	}
-	return d.Denier >= 0
+	d.Conclude(sluice.FromDenyCache)
+	_, denied := d.Denier()
+	return denied
 }
 
 // hold returns how long after the store's decision a hit's denial with the

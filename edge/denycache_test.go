@@ -38,7 +38,7 @@ func TestDenyCacheRepeatsDenial(t *testing.T) {
 	calls := f.calls.Load()
 	clk.Advance(20 * time.Second)
 	d := mustCheck(t, dc, c)
-	if d.Allowed || d.Source != sluice.FromDenyCache || d.Denier != 0 {
+	if d.Allowed || d.Source != sluice.FromDenyCache || denierOf(d) != 0 {
 		t.Fatalf("12th check: %+v, want denied from the cache by hit 0", d)
 	}
 	if got, want := d.RetryAfter(), 40*time.Second; got != want {
@@ -236,7 +236,7 @@ func TestNewDenyCacheValidates(t *testing.T) {
 // store would have made.
 func TestDenyCacheNeverDeniesWhatTheStoreAllows(t *testing.T) {
 	const seed = 1
-	for _, algo := range sluice.Algorithms {
+	for _, algo := range sluice.Algorithms() {
 		t.Run(string(algo), func(t *testing.T) {
 			clk := newClock()
 			behind, oracle := newMemstore(t, clk.Now), newMemstore(t, clk.Now)

@@ -27,7 +27,8 @@
 //     default), Source sluice.FromFallback.
 //
 // Under open and closed the decision has no hit results (Hits is empty and
-// Denier is -1): nothing is known about the hits. Under local, Hits are the
+// Denier reports no hit): nothing is known about the hits; a fail-closed
+// denial's RetryAfter is FailClosedRetryAfter. Under local, Hits are the
 // fallback's. A deadline is a deadline, the timeout's or the caller's own if
 // it comes first: the store did not answer in the time it had, and the
 // caller still gets a decision. Every other error is returned unchanged and

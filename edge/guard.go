@@ -20,6 +20,12 @@ const (
 	DefaultFallbackMaxKeys = 100_000
 )
 
+// FailClosedRetryAfter is the RetryAfter of a check denied by PolicyClosed:
+// the store said nothing about the hits, so the wait is a guess, long
+// enough to spare a failing store a client's immediate retries and short
+// enough to notice its return.
+const FailClosedRetryAfter = time.Second
+
 // errBreakerOpen is the cause of a decision taken while the breaker is open.
 var errBreakerOpen = fmt.Errorf("%w: breaker open, store not called", sluice.ErrUnavailable)
 
@@ -40,12 +46,8 @@ type GuardOptions struct {
 	Breaker *Breaker
 	// Fallback decides checks under PolicyLocal; other policies ignore it.
 	// Default: a memstore.Store of at most DefaultFallbackMaxKeys (100,000)
-	// keys, whose MaxLogRate is MaxLogRate.
+	// keys.
 	Fallback sluice.Limiter
-	// MaxLogRate caps the Rate of Log limits when a check is validated
-	// without the store; set it to the store's. Must be >= 0; zero means
-	// sluice.DefaultMaxLogRate (10,000).
-	MaxLogRate int64
 	// Name labels the guard in log lines, such as the zone's name. Default
 	// empty.
 	Name string
@@ -89,15 +91,14 @@ func (s GuardStats) Degraded() uint64 { return s.FailOpen + s.FailClosed + s.Fal
 // only one per store call while the store is failing (see the package
 // doc).
 type Guard struct {
-	store      sluice.Limiter
-	policy     Policy
-	timeout    time.Duration
-	breaker    *Breaker
-	fallback   sluice.Limiter
-	maxLogRate int64
-	name       string
-	log        *slog.Logger
-	logs       throttle
+	store    sluice.Limiter
+	policy   Policy
+	timeout  time.Duration
+	breaker  *Breaker
+	fallback sluice.Limiter
+	name     string
+	log      *slog.Logger
+	logs     throttle
 
 	calls     sync.Pool // of *call
 	abandoned atomic.Int64
@@ -115,15 +116,12 @@ func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
 	}
 	g := &Guard{
 		store: store, policy: opts.Policy, timeout: opts.Timeout, breaker: opts.Breaker,
-		fallback: opts.Fallback, maxLogRate: opts.MaxLogRate, name: opts.Name, log: opts.Logger,
+		fallback: opts.Fallback, name: opts.Name, log: opts.Logger,
 		logs: throttle{every: opts.LogInterval, now: opts.Now},
 	}
 	g.calls.New = func() any { return &call{g: g, done: make(chan error, 1)} }
 	if g.timeout == 0 {
 		g.timeout = DefaultTimeout
-	}
-	if g.maxLogRate == 0 {
-		g.maxLogRate = sluice.DefaultMaxLogRate
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -142,7 +140,7 @@ func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
 		g.breaker = b
 	}
 	if g.fallback == nil && g.policy == PolicyLocal {
-		m, err := memstore.New(memstore.Options{MaxKeys: DefaultFallbackMaxKeys, MaxLogRate: g.maxLogRate})
+		m, err := memstore.New(memstore.Options{MaxKeys: DefaultFallbackMaxKeys})
 		if err != nil {
 			return nil, fmt.Errorf("edge: fallback: %w", err)
 		}
@@ -159,8 +157,6 @@ func (o GuardOptions) validate(store sluice.Limiter) error {
 		return fmt.Errorf("edge: %w: unknown failure policy %v", sluice.ErrInvalid, o.Policy)
 	case o.Timeout < 0:
 		return fmt.Errorf("edge: %w: GuardOptions.Timeout must be >= 0, got %v", sluice.ErrInvalid, o.Timeout)
-	case o.MaxLogRate < 0:
-		return fmt.Errorf("edge: %w: GuardOptions.MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, o.MaxLogRate)
 	case o.LogInterval < 0:
 		return fmt.Errorf("edge: %w: GuardOptions.LogInterval must be >= 0, got %v", sluice.ErrInvalid, o.LogInterval)
 	}
@@ -277,17 +273,15 @@ func (g *Guard) report(ctx context.Context, probe bool, err error) (outage bool,
 // store was not used, for the log.
 func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision, cause error) error {
 	// Bad input is an error whether or not the store is up.
-	if err := c.Validate(g.maxLogRate); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
 	}
 	switch g.policy {
 	case PolicyOpen:
-		d.Reset(0)
-		d.Allowed, d.Source = true, sluice.FromFailOpen
+		d.Degrade(sluice.FromFailOpen, true, 0)
 		g.failOpen.Add(1)
 	case PolicyClosed:
-		d.Reset(0)
-		d.Allowed, d.Source = false, sluice.FromFailClosed
+		d.Degrade(sluice.FromFailClosed, false, FailClosedRetryAfter)
 		g.failClosed.Add(1)
 	case PolicyLocal:
 		// The fallback answers in microseconds; the caller's deadline may

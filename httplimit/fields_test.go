@@ -34,12 +34,12 @@ func TestFieldValues(t *testing.T) {
 		{Key: "k", Limit: sluice.Limit{Name: "trial", Rate: 1, Window: time.Second, Shadow: true}},
 		{Key: "k", Limit: sluice.Limit{Name: "half\u00e9", Rate: 5, Window: 1500 * time.Millisecond}},
 	}}
-	d := &sluice.Decision{Allowed: false, Denier: 0, Hits: []sluice.HitResult{
-		{Allowed: false, Used: 10, Remaining: 0, RetryAfter: 11200 * time.Millisecond, ResetAfter: 2 * time.Minute},
-		{Allowed: true, Used: 500, Remaining: 500, ResetAfter: 23 * time.Hour},
-		{Allowed: false, Shadow: true, Used: 1, RetryAfter: time.Second},
-		{Allowed: true, Used: 0, Remaining: 5, ResetAfter: 0},
-	}}
+	d := decided(
+		sluice.HitResult{Allowed: false, Used: 10, Remaining: 0, RetryAfter: 11200 * time.Millisecond, ResetAfter: 2 * time.Minute},
+		sluice.HitResult{Allowed: true, Used: 500, Remaining: 500, ResetAfter: 23 * time.Hour},
+		sluice.HitResult{Allowed: false, Shadow: true, Used: 1, RetryAfter: time.Second},
+		sluice.HitResult{Allowed: true, Used: 0, Remaining: 5, ResetAfter: 0},
+	)
 	if got, want := string(httplimit.AppendPolicy(nil, c)), `"10r/m";q=10;w=60, "day \"quota\"";q=1000;w=86400, "half??";q=5;w=2`; got != want {
 		t.Errorf("policy:\n got %s\nwant %s", got, want)
 	}
@@ -61,10 +61,10 @@ func TestWriteDenied(t *testing.T) {
 		{Key: "secret-token", Limit: sluice.Limit{Name: "burst", Rate: 2, Window: time.Second}},
 		{Key: "secret-token", Limit: sluice.Limit{Name: "hourly", Rate: 100, Window: time.Hour}},
 	}}
-	d := &sluice.Decision{Denier: 0, Hits: []sluice.HitResult{
-		{Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
-		{Allowed: true, Remaining: 50, ResetAfter: time.Hour},
-	}}
+	d := decided(
+		sluice.HitResult{Remaining: 0, RetryAfter: 300 * time.Millisecond, ResetAfter: time.Second},
+		sluice.HitResult{Allowed: true, Remaining: 50, ResetAfter: time.Hour},
+	)
 	w := httptest.NewRecorder()
 	httplimit.WriteDenied(w, http.StatusTooManyRequests, c, d)
 	res := w.Result()
@@ -105,4 +105,13 @@ func TestProblemJSONEscaping(t *testing.T) {
 	if got["title"] != "t\"<\x01>\u2028" || got["detail"] != "bad \ufffd utf-8 ü" || got["type"] != "about:blank" {
 		t.Errorf("round trip: got %v", got)
 	}
+}
+
+// decided returns the decision a store reaches with these hit results.
+func decided(hits ...sluice.HitResult) *sluice.Decision {
+	d := new(sluice.Decision)
+	d.Prepare(len(hits))
+	copy(d.Hits, hits)
+	d.Conclude(sluice.FromStore)
+	return d
 }

@@ -99,7 +99,7 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	}
 	m := &Middleware{limiter: limiter, limits: append([]sluice.Limit(nil), limits...), opts: opts}
 	probe := sluice.Check{Hits: m.hits("key"), Cost: opts.Cost, Group: opts.Group}
-	if err := probe.Validate(0); err != nil {
+	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
 	if v := AppendPolicy(nil, probe); len(v) > 0 {

@@ -266,11 +266,11 @@ func TestNewValidates(t *testing.T) {
 type allowAll struct{}
 
 func (allowAll) Check(_ context.Context, c sluice.Check, d *sluice.Decision) error {
-	d.Reset(len(c.Hits))
-	d.Allowed = true
+	d.Prepare(len(c.Hits))
 	for i := range d.Hits {
 		d.Hits[i] = sluice.HitResult{Allowed: true, Used: 1, Remaining: c.Hits[i].Limit.Rate - 1, ResetAfter: time.Second}
 	}
+	d.Conclude(sluice.FromStore)
 	return nil
 }
 func (allowAll) Reset(context.Context, sluice.Check) error { return nil }

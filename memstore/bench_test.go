@@ -26,7 +26,7 @@ const benchKeys = 100_000
 //	go test -run '^$' -bench BenchmarkCheck -benchtime 1s ./memstore
 func BenchmarkCheck(b *testing.B) {
 	keys := benchKeySet()
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		l := sluice.Limit{Rate: 1000, Window: time.Minute, Algorithm: a}
 		b.Run(string(a)+"/serial", func(b *testing.B) {
 			s := warmStore(b, keys, l)

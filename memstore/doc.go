@@ -100,8 +100,7 @@
 //
 // # Validation
 //
-// Check and Reset validate their input with sluice.Check.Validate and the
-// store's MaxLogRate; errors wrap sluice.ErrInvalid. A context that is
-// already done is returned as an error (wrapping ctx.Err()) before anything
+// Check and Reset validate their input with sluice.Check.Validate; errors
+// wrap sluice.ErrInvalid. A context that is already done is returned as an error (wrapping ctx.Err()) before anything
 // is decided; a Check never blocks on anything but the shard locks.
 package memstore

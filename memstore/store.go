@@ -35,9 +35,6 @@ type Options struct {
 	// see the package doc for what happens at the bound. Must be >= 0.
 	// Zero means DefaultMaxKeys (1,000,000).
 	MaxKeys int
-	// MaxLogRate caps the Rate of Log limits, whose state grows with the
-	// rate. Must be >= 0. Zero means sluice.DefaultMaxLogRate (10,000).
-	MaxLogRate int64
 	// Shards is the number of independently locked maps, rounded up to a
 	// power of two; it must not exceed MaxKeys. More shards, less lock
 	// contention. Zero means DefaultShards (256), halved while a shard would
@@ -48,14 +45,13 @@ type Options struct {
 // Store is the in-memory sluice.Limiter. It is safe for concurrent use and
 // starts no goroutine: there is nothing to close.
 type Store struct {
-	now        func() time.Time       // nil: the anchored system clock
-	anchor     atomic.Pointer[anchor] // when now is nil
-	maxLogRate int64
-	seed       maphash.Seed
-	shards     []shard
-	mask       uint64
-	evictions  atomic.Uint64
-	expired    atomic.Uint64
+	now       func() time.Time       // nil: the anchored system clock
+	anchor    atomic.Pointer[anchor] // when now is nil
+	seed      maphash.Seed
+	shards    []shard
+	mask      uint64
+	evictions atomic.Uint64
+	expired   atomic.Uint64
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -65,18 +61,12 @@ func New(opts Options) (*Store, error) {
 	if opts.MaxKeys < 0 {
 		return nil, fmt.Errorf("memstore: %w: Options.MaxKeys must be >= 0, got %d", sluice.ErrInvalid, opts.MaxKeys)
 	}
-	if opts.MaxLogRate < 0 {
-		return nil, fmt.Errorf("memstore: %w: Options.MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, opts.MaxLogRate)
-	}
 	if opts.Shards < 0 {
 		return nil, fmt.Errorf("memstore: %w: Options.Shards must be >= 0, got %d", sluice.ErrInvalid, opts.Shards)
 	}
-	s := &Store{now: opts.Now, maxLogRate: opts.MaxLogRate, seed: maphash.MakeSeed()}
+	s := &Store{now: opts.Now, seed: maphash.MakeSeed()}
 	if s.now == nil {
 		s.anchor.Store(newAnchor())
-	}
-	if s.maxLogRate == 0 {
-		s.maxLogRate = sluice.DefaultMaxLogRate
 	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
@@ -108,7 +98,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
-	if err := c.Validate(s.maxLogRate); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
 	now := s.micros()
@@ -120,12 +110,12 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	n := b.prepare(s, c)
 	b.lock(s, now)
 	b.load(s)
-	allowed, denier, shadowed := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
+	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
 		b.store(s, now)
 	}
 	b.unlock(s)
-	fill(d, allowed, denier, shadowed, b.hits[:n], b.out[:n])
+	fill(d, b.hits[:n], b.out[:n])
 	return nil
 }
 
@@ -148,12 +138,12 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	}
 	shadow := c.Shadow || l.Shadow
 	var o algo.Outcome
-	allowed, shadowed := decideOne(e.state, p, shadow, &o, now, c.Cost)
+	allowed, _ := decideOne(e.state, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, k, now+o.ResetAfter, now)
 	}
 	sh.mu.Unlock()
-	fillOne(d, allowed, shadowed, shadow, p.Rate, &o)
+	fillOne(d, shadow, p.Rate, &o)
 }
 
 // decideOne is algo.Decide for one hit. The sliding window, the default
@@ -181,12 +171,8 @@ func decideOne(st algo.State, p algo.Params, shadow bool, o *algo.Outcome, now, 
 }
 
 // fillOne is fill for a single hit decided by decideOne.
-func fillOne(d *sluice.Decision, allowed, shadowed, shadow bool, rate int64, o *algo.Outcome) {
-	d.Reset(1)
-	d.Allowed, d.Shadowed, d.Source = allowed, shadowed, sluice.FromStore
-	if !allowed {
-		d.Denier = 0
-	}
+func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
+	d.Prepare(1)
 	d.Hits[0] = sluice.HitResult{
 		Allowed:    o.Allowed,
 		Shadow:     shadow,
@@ -195,6 +181,7 @@ func fillOne(d *sluice.Decision, allowed, shadowed, shadow bool, rate int64, o *
 		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
 		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
 	}
+	d.Conclude(sluice.FromStore)
 }
 
 // tick lets a locked shard sweep a little; see shard.tick.
@@ -221,10 +208,10 @@ func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k stateKey
 	}
 }
 
-// fill writes a decision from the hits and outcomes of algo.Decide.
-func fill(d *sluice.Decision, allowed bool, denier int, shadowed bool, hits []algo.Hit, out []algo.Outcome) {
-	d.Reset(len(hits))
-	d.Allowed, d.Denier, d.Shadowed, d.Source = allowed, denier, shadowed, sluice.FromStore
+// fill writes a decision from the hits and outcomes of algo.Decide;
+// Decision.Conclude derives the verdict from them by the same rule.
+func fill(d *sluice.Decision, hits []algo.Hit, out []algo.Outcome) {
+	d.Prepare(len(hits))
 	for i := range hits {
 		o := &out[i]
 		d.Hits[i] = sluice.HitResult{
@@ -236,6 +223,7 @@ func fill(d *sluice.Decision, allowed bool, denier int, shadowed bool, hits []al
 			ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
 		}
 	}
+	d.Conclude(sluice.FromStore)
 }
 
 // micros reads the clock in µs since the epoch.
@@ -277,7 +265,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 		return fmt.Errorf("memstore: reset: %w", err)
 	}
 	c.Cost = 0
-	if err := c.Validate(s.maxLogRate); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: reset: %w", err)
 	}
 	var b batch

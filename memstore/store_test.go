@@ -25,7 +25,6 @@ func newStore(t testing.TB, opts Options) *Store {
 func TestNewValidates(t *testing.T) {
 	for _, opts := range []Options{
 		{MaxKeys: -1},
-		{MaxLogRate: -1},
 		{Shards: -1},
 		{MaxKeys: 10, Shards: 16},
 		{MaxKeys: 10, Shards: 11}, // rounds up to 16
@@ -55,7 +54,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestCheckErrors(t *testing.T) {
-	s := newStore(t, Options{MaxLogRate: 100})
+	s := newStore(t, Options{})
 	lim := sluice.Limit{Rate: 10, Window: time.Minute}
 	var d sluice.Decision
 	for name, c := range map[string]sluice.Check{
@@ -63,7 +62,7 @@ func TestCheckErrors(t *testing.T) {
 		"empty key":     {Hits: []sluice.Hit{{Limit: lim}}, Cost: 1},
 		"negative cost": {Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: -1},
 		"cost > rate":   {Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 11},
-		"log rate":      {Hits: []sluice.Hit{{Key: "k", Limit: sluice.Limit{Rate: 101, Window: time.Second, Algorithm: sluice.Log}}}, Cost: 1},
+		"log rate":      {Hits: []sluice.Hit{{Key: "k", Limit: sluice.Limit{Rate: sluice.MaxLogRate + 1, Window: time.Second, Algorithm: sluice.Log}}}, Cost: 1},
 	} {
 		if err := s.Check(context.Background(), c, &d); !errors.Is(err, sluice.ErrInvalid) {
 			t.Errorf("%s: Check = %v, want ErrInvalid", name, err)
@@ -89,7 +88,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if testing.CoverMode() != "" || raceEnabled {
 		t.Skip("allocation counts differ under coverage and -race")
 	}
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			s := newStore(t, Options{Now: func() time.Time { return now }})
@@ -198,7 +197,7 @@ func TestMemoryPerKey(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocates tens of MB; -race inflates the figures")
 	}
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		t.Run(string(a), func(t *testing.T) {
 			const n = 100_000
 			now := time.Unix(1_700_000_000, 0)

@@ -39,7 +39,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	for _, w := range workloads {
 		for _, a := range []sluice.Algorithm{sluice.SlidingWindow, sluice.GCRA, sluice.Log} {
-			if a == sluice.Log && w.rate > sluice.DefaultMaxLogRate {
+			if a == sluice.Log && w.rate > sluice.MaxLogRate {
 				continue
 			}
 			for _, batch := range []int{1, redisstore.DefaultMaxBatch} {

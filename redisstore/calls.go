@@ -159,8 +159,7 @@ func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, erro
 // decide fills d from the replies of every call of c.
 func (s *Store) decide(c sluice.Check, calls []call, replies []checkReply, d *sluice.Decision) {
 	n := len(c.Hits)
-	d.Reset(n)
-	d.Source = sluice.FromStore
+	d.Prepare(n)
 	byHit, allowed := replies[0].hits, replies[0].allowed // one call: in hit order
 	if len(calls) > 1 {
 		byHit, allowed = make([]hitReply, n), true
@@ -174,15 +173,7 @@ func (s *Store) decide(c sluice.Check, calls []call, replies []checkReply, d *sl
 	recorded := allowed && c.Cost > 0
 	for i, h := range c.Hits {
 		shadow := c.Shadow || h.Limit.Shadow
-		r := byHit[i]
-		d.Hits[i] = result(h, shadow, r, recorded)
-		switch {
-		case r.fits:
-		case shadow:
-			d.Shadowed = true
-		case d.Denier < 0:
-			d.Denier = i
-		}
+		d.Hits[i] = result(h, shadow, byHit[i], recorded)
 	}
-	d.Allowed = d.Denier < 0
+	d.Conclude(sluice.FromStore)
 }

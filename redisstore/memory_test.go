@@ -29,7 +29,7 @@ func TestMemoryPerKey(t *testing.T) {
 	fmt.Fprintf(&table, "%-15s %14s %18s\n", "algorithm", "MEMORY USAGE", "used_memory/key")
 	// The first pass warms Redis up (script cache, dictionary sizes,
 	// client buffers); the second is measured.
-	for pass, a := range append(slices.Clone(sluice.Algorithms), sluice.Algorithms...) {
+	for pass, a := range append(slices.Clone(sluice.Algorithms()), sluice.Algorithms()...) {
 		l := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: a}
 		if err := srv.Do("FLUSHALL").Error(); err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestMemoryPerKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pass < len(sluice.Algorithms) {
+		if pass < len(sluice.Algorithms()) {
 			continue
 		}
 		fmt.Fprintf(&table, "%-15s %14d %18.0f\n", a, usage, perKey)

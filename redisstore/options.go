@@ -60,9 +60,6 @@ type Options struct {
 	// it the call fails with sluice.ErrUnavailable. At least 1ms. Default:
 	// DefaultTimeout (50ms).
 	Timeout time.Duration
-	// MaxLogRate caps the Rate of Log limits (their memory grows with it).
-	// Default: sluice.DefaultMaxLogRate.
-	MaxLogRate int64
 	// ClockPadding is added to the TTL of every key written. With the
 	// server's clock a key expires exactly when its usage has fallen to
 	// zero, so no padding is needed; with Now, a clock behind the server's
@@ -103,12 +100,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Timeout < time.Millisecond {
 		return o, fmt.Errorf("%w: timeout %v is below 1ms", sluice.ErrInvalid, o.Timeout)
-	}
-	if o.MaxLogRate == 0 {
-		o.MaxLogRate = sluice.DefaultMaxLogRate
-	}
-	if o.MaxLogRate < 0 {
-		return o, fmt.Errorf("%w: MaxLogRate must be >= 0, got %d", sluice.ErrInvalid, o.MaxLogRate)
 	}
 	if o.ClockPadding == 0 && o.Now != nil {
 		o.ClockPadding = DefaultClockPadding

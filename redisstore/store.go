@@ -19,20 +19,19 @@ import (
 // Store is a sluice.Limiter whose state lives in Redis and is changed only
 // by the atomic Lua scripts in scripts/. It is safe for concurrent use.
 type Store struct {
-	sc         Scripter
-	owned      rueidis.Client // created from Options.URL; closed by Close
-	cluster    bool
-	prefix     string
-	now        func() time.Time
-	timeout    time.Duration
-	maxLogRate int64
-	padding    string // ClockPadding in ms, as sent in ARGV
-	log        *slog.Logger
-	scripts    scripts
-	idPrefix   string
-	seq        atomic.Uint64
-	batcher    *coalescer // nil when Options.MaxBatch is 1
-	closeOnce  sync.Once
+	sc        Scripter
+	owned     rueidis.Client // created from Options.URL; closed by Close
+	cluster   bool
+	prefix    string
+	now       func() time.Time
+	timeout   time.Duration
+	padding   string // ClockPadding in ms, as sent in ARGV
+	log       *slog.Logger
+	scripts   scripts
+	idPrefix  string
+	seq       atomic.Uint64
+	batcher   *coalescer // nil when Options.MaxBatch is 1
+	closeOnce sync.Once
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -48,7 +47,7 @@ func New(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		sc: o.Scripter, cluster: o.Cluster, prefix: o.Prefix, now: o.Now,
-		timeout: o.Timeout, maxLogRate: o.MaxLogRate, log: o.Logger,
+		timeout: o.Timeout, log: o.Logger,
 		padding: strconv.FormatInt(o.ClockPadding.Milliseconds(), 10),
 		scripts: loadScripts(), idPrefix: randomID(),
 	}
@@ -105,7 +104,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
 	}
-	if err := c.Validate(s.maxLogRate); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
 	}
 	calls := s.plan(c, true)
@@ -129,7 +128,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: reset %s: %w", describe(c), err)
 	}
-	if err := c.Validate(s.maxLogRate); err != nil {
+	if err := c.Validate(); err != nil {
 		return fmt.Errorf("redisstore: reset %s: %w", describe(c), err)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, s.timeout)

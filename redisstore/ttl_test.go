@@ -54,7 +54,7 @@ func traffic(t *testing.T, s *redisstore.Store) {
 			c.Group = "grp"
 		}
 		c.Cost = int64(rng.IntN(3))
-		if c.Validate(0) != nil {
+		if c.Validate() != nil {
 			continue // two hits sharing state
 		}
 		mustCheck(t, s, c)

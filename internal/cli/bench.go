@@ -198,7 +198,7 @@ func (f *benchFlags) planStore(keys *loadgen.Keys) (string, func(int) (loadgen.O
 	for _, l := range limits {
 		probe.Hits = append(probe.Hits, sluice.Hit{Zone: f.zone, Key: "k", Limit: l})
 	}
-	if err := probe.Validate(0); err != nil {
+	if err := probe.Validate(); err != nil {
 		return "", nil, err
 	}
 	target := fmt.Sprintf("%s store, %s %s", redactURL(f.store), algorithm, strings.ReplaceAll(f.limit, " ", ""))

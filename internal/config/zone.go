@@ -49,11 +49,7 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 }
 
 func (w *walker) checkLimit(l sluice.Limit, path string) {
-	err := l.Validate()
-	if err == nil && l.Algo() == sluice.Log && l.Rate > sluice.DefaultMaxLogRate {
-		err = fmt.Errorf("a log limit's rate must be <= %d, got %d (use an estimating algorithm for higher rates)", sluice.DefaultMaxLogRate, l.Rate)
-	}
-	if err != nil {
+	if err := l.Validate(); err != nil {
 		w.add(w.line(path), path, "%s", problem(err))
 	}
 }

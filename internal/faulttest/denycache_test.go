@@ -38,7 +38,7 @@ func (c *clock) Advance(d time.Duration) {
 // store's, also when retried a microsecond around the end of a denial.
 func TestDenyCacheOnRedis(t *testing.T) {
 	srv := redistest.Standalone(t)
-	for _, algo := range sluice.Algorithms {
+	for _, algo := range sluice.Algorithms() {
 		t.Run(string(algo), func(t *testing.T) {
 			clk := &clock{t: time.Now().Truncate(time.Second)}
 			store := func(prefix string) *redisstore.Store {

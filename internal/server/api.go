@@ -166,7 +166,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, err)
 		return
 	}
-	b.d.Reset(len(b.c.Hits))
+	b.d.Prepare(len(b.c.Hits))
 	err = z.limiter.Check(r.Context(), b.c, &b.d)
 	s.metrics.observe(z.self, &b.d, err)
 	if err != nil {

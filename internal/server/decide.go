@@ -22,7 +22,7 @@ func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sl
 		b.c.Hits = z.hits(b.c.Hits, key)
 	}
 	b.c.Cost, b.c.Group = 1, group
-	b.d.Reset(len(b.c.Hits))
+	b.d.Prepare(len(b.c.Hits))
 	err := limiter.Check(r.Context(), b.c, &b.d)
 	s.metrics.observe(zones, &b.d, err)
 	return err

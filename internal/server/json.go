@@ -13,9 +13,6 @@ import (
 // hand because it is on every request's path.
 func appendDecision(dst []byte, z *zone, c sluice.Check, d *sluice.Decision) []byte {
 	retry := d.RetryAfter().Seconds()
-	if !d.Allowed && len(d.Hits) == 0 {
-		retry = 1 // fail-closed: the store said nothing; retry soon
-	}
 	dst = append(dst, `{"allowed":`...)
 	dst = strconv.AppendBool(dst, d.Allowed)
 	dst = append(dst, `,"zone":`...)

@@ -86,8 +86,8 @@ func checkShape(t *testing.T, c sluice.Check, d *sluice.Decision) {
 	if len(d.Hits) != len(c.Hits) {
 		t.Fatalf("%d hit results for %d hits", len(d.Hits), len(c.Hits))
 	}
-	if d.Allowed != (d.Denier == -1) {
-		t.Fatalf("Allowed = %v with Denier = %d", d.Allowed, d.Denier)
+	if d.Allowed != (denierOf(d) == -1) {
+		t.Fatalf("Allowed = %v with Denier = %d", d.Allowed, denierOf(d))
 	}
 	shadowed := false
 	for i, r := range d.Hits {
@@ -103,8 +103,8 @@ func checkShape(t *testing.T, c sluice.Check, d *sluice.Decision) {
 			t.Fatalf("hit %d denies but the check was allowed: %+v", i, d)
 		}
 	}
-	if d.Denier >= 0 && (d.Hits[d.Denier].Allowed || d.Hits[d.Denier].Shadow) {
-		t.Fatalf("Denier %d did not deny: %+v", d.Denier, d.Hits[d.Denier])
+	if denierOf(d) >= 0 && (d.Hits[denierOf(d)].Allowed || d.Hits[denierOf(d)].Shadow) {
+		t.Fatalf("Denier %d did not deny: %+v", denierOf(d), d.Hits[denierOf(d)])
 	}
 	if d.Shadowed != shadowed {
 		t.Fatalf("Shadowed = %v, want %v", d.Shadowed, shadowed)
@@ -145,7 +145,7 @@ func one(key string, l sluice.Limit) sluice.Check {
 
 // forEachAlgorithm runs f in a subtest per algorithm.
 func forEachAlgorithm(t *testing.T, f func(t *testing.T, a sluice.Algorithm)) {
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		t.Run(string(a), func(t *testing.T) { f(t, a) })
 	}
 }
@@ -154,4 +154,20 @@ func forEachAlgorithm(t *testing.T, f func(t *testing.T, a sluice.Algorithm)) {
 // instant in float64 microseconds, a quarter of a microsecond apart today.
 func same(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*max(1, math.Abs(want))
+}
+
+// denierOf returns the index of the denying hit of d (a sluice.Decision or
+// a pointer to one), or -1 when there is none.
+func denierOf(d any) int {
+	var dd *sluice.Decision
+	switch d := d.(type) {
+	case sluice.Decision:
+		dd = &d
+	case *sluice.Decision:
+		dd = d
+	}
+	if i, ok := dd.Denier(); ok {
+		return i
+	}
+	return -1
 }
