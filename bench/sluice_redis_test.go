@@ -18,7 +18,7 @@ func sluiceRedisContenders(srv *redistest.Server) []contenderSpec {
 	for _, a := range sluice.Algorithms() {
 		name := "sluice-" + string(a)
 		specs = append(specs, contenderSpec{name, func(b *testing.B, w workload) contender {
-			store, err := redisstore.New(redisstore.Options{URL: srv.URL(), Timeout: 3 * time.Second})
+			store, err := redisstore.Dial(srv.URL(), redisstore.Options{Timeout: 3 * time.Second})
 			if err != nil {
 				b.Fatalf("redisstore: %v", err)
 			}

@@ -3,15 +3,18 @@ package memstore
 import "github.com/sluicehq/sluice/internal/algo"
 
 // stateKey identifies one state: the fields by which two sluice.Hits share
-// state. Lookups build it from the caller's strings, without copying.
+// state, the check's Group included (as in redisstore, where the group is
+// the hash tag). Lookups build it from the caller's strings, without
+// copying.
 type stateKey struct {
+	group     string
 	zone, key string
 	window    int64 // µs
 	bucket    int64 // µs
 	algorithm uint8 // see algoCode
 }
 
-// inlineID is the longest zone+key an entry holds in its own memory; longer
+// inlineID is the longest group+zone+key an entry holds in its own memory; longer
 // identities are kept in one separate string. Short keys (addresses, user
 // and token IDs) thus cost no allocation of their own and no extra cache
 // miss to compare.
@@ -26,9 +29,10 @@ type entry struct {
 	window    int64
 	bucket    int64
 	zoneLen   int32
+	groupLen  int32
 	algorithm uint8
-	inlineLen uint8  // length of zone+key in inline; 0 when it is in long
-	long      string // zone+key, when longer than inlineID
+	inlineLen uint8  // length of group+zone+key in inline; 0 when it is in long
+	long      string // group+zone+key, when longer than inlineID
 	inline    [inlineID]byte
 }
 
@@ -36,27 +40,31 @@ type entry struct {
 // pins the caller's (possibly much larger) buffers.
 func (e *entry) setID(k stateKey) {
 	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
-	e.zoneLen = int32(len(k.zone))
-	n := len(k.zone) + len(k.key)
+	e.zoneLen, e.groupLen = int32(len(k.zone)), int32(len(k.group))
+	n := len(k.group) + len(k.zone) + len(k.key)
 	if n <= inlineID {
-		copy(e.inline[copy(e.inline[:], k.zone):], k.key)
+		g := copy(e.inline[:], k.group)
+		copy(e.inline[g+copy(e.inline[g:], k.zone):], k.key)
 		e.inlineLen = uint8(n) // keys are never empty, so n > 0
 		return
 	}
-	e.long = k.zone + k.key
+	e.long = k.group + k.zone + k.key
 }
 
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
-	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm || int(e.zoneLen) != len(k.zone) {
+	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm ||
+		int(e.zoneLen) != len(k.zone) || int(e.groupLen) != len(k.group) {
 		return false
 	}
-	z := int(e.zoneLen)
+	g := int(e.groupLen)
+	z := g + int(e.zoneLen)
 	if e.inlineLen > 0 {
 		n := int(e.inlineLen)
-		return n == z+len(k.key) && string(e.inline[:z]) == k.zone && string(e.inline[z:n]) == k.key
+		return n == z+len(k.key) && string(e.inline[:g]) == k.group &&
+			string(e.inline[g:z]) == k.zone && string(e.inline[z:n]) == k.key
 	}
-	return len(e.long) == z+len(k.key) && e.long[:z] == k.zone && e.long[z:] == k.key
+	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
 }
 
 // The entry types keep each algorithm's state in the entry's allocation,

@@ -109,10 +109,10 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	var b batch
 	n := b.prepare(s, c)
 	b.lock(s, now)
-	b.load(s)
+	b.load(s, c.Group)
 	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
-		b.store(s, now)
+		b.store(s, c.Group, now)
 	}
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
@@ -126,8 +126,8 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	h := c.Hits[0]
 	l := h.Limit
 	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
-	k := stateKey{zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}
-	kh := s.keyHash(h.Zone, h.Key)
+	k := stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}
+	kh := s.keyHash(c.Group, h.Zone, h.Key)
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, k)
 	sh.mu.Lock()
 	s.tick(sh, now)
@@ -273,7 +273,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	b.lock(s, s.micros())
 	for i := range n {
 		sh := &s.shards[b.shard[i]]
-		k := b.key(i)
+		k := b.key(i, c.Group)
 		if e := sh.find(b.hashes[i], &k); e != nil {
 			sh.remove(b.hashes[i], e)
 		}

@@ -48,7 +48,7 @@ func BenchmarkCheck(b *testing.B) {
 					mode = "coalesced"
 				}
 				b.Run(fmt.Sprintf("%s/%s/%s", w.name, a, mode), func(b *testing.B) {
-					s, err := redisstore.New(redisstore.Options{Client: srv.Client(), MaxBatch: batch, Timeout: 3 * time.Second})
+					s, err := redisstore.New(srv.Client(), redisstore.Options{MaxBatch: batch, Timeout: 3 * time.Second})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -16,14 +16,16 @@ import (
 // its context.
 type hungScripter struct{}
 
-func (hungScripter) EvalSha(ctx context.Context, _ string, _, _ []string) ([]string, error) {
+func (hungScripter) EvalSha(ctx context.Context, _ string, _, _ []string) ([]int64, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
 
-func (h hungScripter) Eval(ctx context.Context, _ string, keys, args []string) ([]string, error) {
+func (h hungScripter) Eval(ctx context.Context, _ string, keys, args []string) ([]int64, error) {
 	return h.EvalSha(ctx, "", keys, args)
 }
+
+func (hungScripter) Cluster() bool { return false }
 
 // TestCoalescedTimeoutBoundsEachCheck: with Redis hung, checks started one
 // ms apart (so that later ones queue behind hung batch calls) each fail
@@ -32,7 +34,7 @@ func (h hungScripter) Eval(ctx context.Context, _ string, keys, args []string) (
 func TestCoalescedTimeoutBoundsEachCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = 50 * time.Millisecond
-		s, err := redisstore.New(redisstore.Options{Scripter: hungScripter{}, Timeout: timeout})
+		s, err := redisstore.NewWithScripter(hungScripter{}, redisstore.Options{Timeout: timeout})
 		if err != nil {
 			t.Fatal(err)
 		}

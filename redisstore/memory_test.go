@@ -23,7 +23,7 @@ import (
 // test fails if sliding-window exceeds issue 3's goal of 150 bytes.
 func TestMemoryPerKey(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client()})
+	s := newStore(t, srv.Client(), redisstore.Options{})
 	const keys, checks = 2000, 5
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-15s %14s %18s\n", "algorithm", "MEMORY USAGE", "used_memory/key")

@@ -24,7 +24,7 @@ func TestSameAsModel(t *testing.T) {
 	srv := redistest.Standalone(t)
 	now := time.Unix(1_700_000_040, 123_456_000)
 	clock := func() time.Time { return now }
-	rs := newStore(t, redisstore.Options{Client: srv.Client(), Now: clock, MaxBatch: 1})
+	rs := newStore(t, srv.Client(), redisstore.Options{Now: clock, MaxBatch: 1})
 	ms, err := memstore.New(memstore.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)

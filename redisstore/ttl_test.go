@@ -112,7 +112,7 @@ func waitGone(t *testing.T, count func() int) {
 // windows. It uses the Redis clock (no Options.Now), as production does.
 func TestKeysExpireStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client()})
+	s := newStore(t, srv.Client(), redisstore.Options{})
 	traffic(t, s)
 	keys := scanKeys(t, srv.Client(), "*")
 	if len(keys) < 20 {
@@ -127,7 +127,7 @@ func TestKeysExpireCluster(t *testing.T) {
 		t.Skip("starts a six-node Cluster")
 	}
 	c := redistest.NewCluster(t)
-	s := newStore(t, redisstore.Options{Client: c.Client()})
+	s := newStore(t, c.Client(), redisstore.Options{})
 	traffic(t, s) // multi-hit checks here span slots: refunds write too
 	keys := clusterKeys(t, c, "*")
 	if len(keys) < 20 {

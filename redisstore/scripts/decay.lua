@@ -1,53 +1,46 @@
 -- decay.lua: the exponentially decayed count (AR1), algo.Decay.
--- State: one string "<S>:<T0>": the count S at time T0 µs, S printed with
--- '%.17g' so it round-trips exactly. S(now) = S·exp(−(now − T0)/W); below
--- 0.01 it counts as zero. O(1).
+-- State: a hash {m, x, t}: the count S = m·2^(x−53) (m an integer below
+-- 2^53: math.frexp's mantissa, so S round-trips exactly without printing a
+-- float) at time t µs. S(now) = S·exp(−(now − t)/W); below 0.01 it counts
+-- as zero. O(1): HMGET, then HSET and PEXPIRE when recorded.
+-- Snapshot replied: m, x, t as stored (0 0 0 when missing).
 
 local DECAY_ZERO = 0.01
 
-local function decay_at(s, p, now)
-  local v = s.s
-  if now > s.t0 then v = v * math.exp(-(now - s.t0) / p.window) end
-  if v < DECAY_ZERO then return 0 end
-  return v
+local function d_load(i, key, l, now, cost, reply, r)
+  local v = redis.call('HMGET', key, 'm', 'x', 't')
+  local m, x, t = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  reply[r + 1], reply[r + 2], reply[r + 3] = m, x, t
+  local s = 0
+  if m ~= 0 then s = math.ldexp(m, x - 53) end
+  if now > t then s = s * math.exp(-(now - t) / LW[l]) end
+  if s < DECAY_ZERO then s = 0 end
+  W1[i], W2[i] = s, math.max(now, t)
+  return fits(s, cost, LR[l]), r + 3
 end
 
-local function decay_wait(p, from, to)
-  if from <= to then return 0 end
-  return ceil_us(p.window * math.log(from / to))
+-- d_store writes count s at time t, keeping the key's TTL unless ttl is
+-- given.
+local function d_store(key, s, t)
+  local m, x = math.frexp(s)
+  redis.call('HSET', key, 'm', m * 9007199254740992, 'x', x, 't', t)
 end
 
-ALGOS['d'] = {
-  load = function(key, p)
-    local v = redis.call('GET', key)
-    local s = {s = 0, t0 = 0}
-    if v then
-      local sv, t0 = string.match(v, '^([^:]+):([^:]+)$')
-      if sv then s.s, s.t0 = tonumber(sv), tonumber(t0) end
-    end
-    return s
-  end,
-  eval = function(s, p, now, cost)
-    local v = decay_at(s, p, now)
-    local reset = decay_wait(p, v, DECAY_ZERO)
-    if fits(v, cost, p.rate) then return true, v, 0, reset end
-    return false, v, decay_wait(p, v, math.max(p.rate - cost, DECAY_ZERO)), reset
-  end,
-  record = function(s, p, now, cost)
-    s.s, s.t0 = decay_at(s, p, now) + cost, math.max(now, s.t0)
-    return s.s, decay_wait(p, s.s, DECAY_ZERO)
-  end,
-  save = function(key, s, p, ttl)
-    redis.call('SET', key, num(s.s) .. ':' .. num(s.t0), 'PX', ttl)
-  end,
-  -- refund subtracts the cost recorded at `at`, decayed to the state's
-  -- time: the model is linear, so this undoes the record exactly.
-  refund = function(key, p, at, cost)
-    local s = ALGOS['d'].load(key, p)
-    local back = cost
-    if s.t0 > at then back = cost * math.exp(-(s.t0 - at) / p.window) end
-    s.s = math.max(0, s.s - back)
-    local ttl = redis.call('PTTL', key)
-    if ttl > 0 then ALGOS['d'].save(key, s, p, ttl) end
-  end,
-}
+local function d_record(i, key, l, now, cost, pad)
+  local s = W1[i] + cost
+  d_store(key, s, W2[i])
+  local reset = 0
+  if s > DECAY_ZERO then reset = math.ceil(LW[l] * math.log(s / DECAY_ZERO)) end
+  redis.call('PEXPIRE', key, ttl_ms(reset, pad))
+end
+
+-- d_refund subtracts the cost recorded at `at`, decayed to the state's
+-- time: the model is linear, so this undoes the record exactly.
+local function d_refund(key, l, at, cost)
+  local v = redis.call('HMGET', key, 'm', 'x', 't')
+  local m, x, t = tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  if not m then return end
+  local back = cost
+  if t > at then back = cost * math.exp(-(t - at) / LW[l]) end
+  d_store(key, math.max(0, math.ldexp(m, x - 53) - back), t)
+end
