@@ -3,10 +3,13 @@
 // the state and the clock. The Redis Lua scripts in redisstore/scripts
 // compute the same answers with the same arithmetic, except where the
 // storage differs: log.lua keeps one sorted-set member per check and a
-// running sum (Log merges events of one µs and sums its slice), and only the
-// scripts refund a cost (a check across Cluster slots denied in another
-// slot). redisstore's model test holds the scripts to this package on
-// random traffic; the conformance suite holds every store to the contract.
+// running sum (Log merges events of one µs and sums its slice). Refunder is
+// what the scripts do to take back a cost (a check across Cluster slots
+// denied in another slot). redisstore computes every reported figure from
+// the state the scripts read, with this package; its model test holds the
+// scripts' decisions and writes to this package on random traffic, with
+// refunds and a clock that steps back, and the conformance suite holds
+// every store to the contract.
 //
 // # Units
 //

@@ -58,14 +58,15 @@ local function b_record(i, key, l, now, cost, pad)
   redis.call('PEXPIRE', key, ttl_ms((b + n + 1) * R - now, pad))
 end
 
--- b_refund takes cost back from the bucket of `at` if the ring still
--- holds it.
+-- b_refund takes cost back from the bucket b_record used (the newest when
+-- `at` was behind it) if the ring still holds it (algo.Buckets.Refund).
 local function b_refund(key, l, at, cost)
   local n = LN[l]
   local v = redis.call('HMGET', key, 'h')
   local head = tonumber(v[1])
-  local k = floordiv(at, LB[l])
-  if not head or k > head or k <= head - n - 1 then return end
+  if not head then return end
+  local k = math.max(floordiv(at, LB[l]), head)
+  if k > head or k <= head - n - 1 then return end
   local slot = floormod(k, n + 1)
   local c = tonumber(redis.call('HGET', key, slot)) or 0
   redis.call('HSET', key, slot, math.max(0, c - cost))

@@ -59,9 +59,13 @@ local function l_record(i, key, l, now, cost, pad, id)
 end
 
 -- l_refund removes the member the check with this id recorded, if still
--- there.
+-- there, from the sum, and sets the newest time to the newest event left
+-- (algo.Log.Refund).
 local function l_refund(key, l, at, cost, id)
   if redis.call('ZREM', key, cost .. ':' .. id) == 0 then return end
-  local s = tonumber(redis.call('ZSCORE', key, '%n'))
-  if s then redis.call('ZADD', key, math.min(-1, s + cost), '%n') end
+  local s = tonumber(redis.call('ZSCORE', key, '%n')) or -1
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = 0
+  if top[2] and tonumber(top[2]) > 0 then newest = tonumber(top[2]) end
+  redis.call('ZADD', key, math.min(-1, s + cost), '%n', -1 - newest, '%t')
 end

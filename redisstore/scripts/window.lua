@@ -30,12 +30,13 @@ local function w_record(i, key, l, now, cost, pad)
   redis.call('PEXPIRE', key, ttl_ms(2 * LW[l] - W4[i], pad))
 end
 
--- w_refund takes cost back from the window of `at` if it is still kept.
+-- w_refund takes cost back from the window w_record used (the state's
+-- window when `at` was behind it) if it is still kept (algo.Window.Refund).
 local function w_refund(key, l, at, cost)
   local v = redis.call('HMGET', key, 'i', 'c', 'p')
   local idx = tonumber(v[1])
   if not idx then return end
-  local i = floordiv(at, LW[l])
+  local i = math.max(floordiv(at, LW[l]), idx)
   if i == idx then redis.call('HSET', key, 'c', math.max(0, (tonumber(v[2]) or 0) - cost))
   elseif i == idx - 1 then redis.call('HSET', key, 'p', math.max(0, (tonumber(v[3]) or 0) - cost)) end
 end
