@@ -9,8 +9,12 @@ import (
 // maxInFlight is the most batch calls a Store has under way at once.
 // While they are, new checks queue up and the next free call takes them
 // together: batches grow with the load and cost no waiting when it is
-// light (no timer).
-const maxInFlight = 4
+// light (no timer). Two, not more: Redis pays a fixed cost per call (about
+// as much as 2-3 checks' script work), so bigger batches cost it less per
+// check; two keep one call on the wire while Redis runs the other. Measured
+// with bench (64 callers, spread): 1 in flight 9.7 µs of Redis CPU per
+// decision, 2 10.2 µs at the most decisions/s, 4 14.5 µs.
+const maxInFlight = 2
 
 // pending is one check waiting for a batch call. done receives exactly one
 // value; it is buffered so that a worker never blocks on a caller that gave
@@ -177,3 +181,4 @@ func (q *coalescer) failQueued(err error) {
 
 // errClosed is the error of a check on a closed Store.
 var errClosed = errors.New("the store is closed")
+

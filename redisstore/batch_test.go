@@ -123,7 +123,11 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 			}
 		})
 	}
+	deadline := time.Now().Add(30 * time.Second)
 	for decided.Load() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d checks decided after 30 s", decided.Load())
+		}
 		time.Sleep(time.Millisecond)
 	}
 	s.Close()

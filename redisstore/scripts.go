@@ -31,9 +31,15 @@ func newScript(name string, withAlgorithms bool) script {
 		}
 	}
 	b.WriteString(mustRead(name))
-	src := b.String()
+	s := newScriptSrc(b.String())
+	s.name = name
+	return s
+}
+
+// newScriptSrc returns the script of source src, with its digest.
+func newScriptSrc(src string) script {
 	sum := sha1.Sum([]byte(src))
-	return script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 func mustRead(name string) string {

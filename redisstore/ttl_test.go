@@ -25,14 +25,16 @@ var shortLimits = []sluice.Limit{
 
 // maxTTL bounds the TTL a key of l may get: the longest time its usage
 // takes to fall to zero (decay: from Rate to 0.01), plus a millisecond of
-// rounding.
+// rounding. A shadow hit records past the limit, so a GCRA arrival time
+// can run ahead of now by more than W: by the shadow cost it recorded, at
+// most another W in this traffic.
 func maxTTL(l sluice.Limit) time.Duration {
 	switch l.Algo() {
 	case sluice.Decay:
 		return time.Duration(float64(l.Window)*7.0) + time.Millisecond // ln(5/0.01) ≈ 6.2
 	case sluice.Buckets:
 		return l.Window + l.Bucket() + time.Millisecond
-	case sluice.SlidingWindow:
+	case sluice.SlidingWindow, sluice.GCRA:
 		return 2*l.Window + time.Millisecond
 	}
 	return l.Window + time.Millisecond

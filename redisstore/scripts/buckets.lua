@@ -1,10 +1,9 @@
 -- buckets.lua: the bucketed sliding window, algo.Buckets. n = W/R buckets
 -- of R µs; a ring of n+1 counters, bucket k in slot k mod (n+1).
--- State: a hash {h = index of the newest bucket, "0" .. "<n>" = the ring's
--- counters; a missing counter is 0}. Used = oldest bucket weighted by the
+-- State: a string of n+2 doubles packed by struct: h = index of the newest
+-- bucket, then the ring's counters. Used = oldest bucket weighted by the
 -- part of it still inside (now − W, now] + the n newer buckets. O(n) per
--- check (n <= sluice.MaxBuckets): HMGET of the n+2 fields, then one HSET
--- of the counters that changed and PEXPIRE when recorded.
+-- check (n <= sluice.MaxBuckets): GET, then SET ... PX when recorded.
 -- Snapshot replied: h (0 when missing), then the n+1 counters, slot 0
 -- first.
 
@@ -17,15 +16,18 @@ end
 
 local function b_load(i, key, l, now, cost, reply, r)
   local n, R = LN[l], LB[l]
-  local v = redis.call('HMGET', key, unpack(LF[l]))
-  local head = tonumber(v[1])
-  local ring = {}
-  reply[r + 1] = head or 0
-  for j = 1, n + 1 do
-    local c = tonumber(v[j + 1]) or 0
-    ring[j], reply[r + 1 + j] = c, c
+  local v = call('GET', key)
+  local head, ring = false, {}
+  if v then
+    ring = {sunpack(LF[l], v)} -- head, the n+1 counters, then struct's position
+    head = table.remove(ring, 1)
+    ring[n + 2] = nil
+  else
+    for j = 1, n + 1 do ring[j] = 0 end
   end
-  W2[i], RING[i] = head or false, ring
+  reply[r + 1] = head or 0
+  for j = 1, n + 1 do reply[r + 1 + j] = ring[j] end
+  W2[i], RING[i] = head, ring
   -- algo.Buckets.at: a clock behind the newest bucket reads as its start.
   local b = floordiv(now, R)
   local e = now - b * R
@@ -37,37 +39,38 @@ local function b_load(i, key, l, now, cost, reply, r)
 end
 
 -- b_record adds cost to bucket b (>= head), clearing the buckets it
--- advances past, and writes only the counters that changed.
+-- advances past, and writes the state with its TTL.
 local function b_record(i, key, l, now, cost, pad)
   local n, R, b, head, ring = LN[l], LB[l], W1[i], W2[i], RING[i]
-  local args = {'h', b}
   if head and b - head <= n then
-    for k = head + 1, b do
-      local slot = floormod(k, n + 1)
-      ring[slot + 1] = 0
-      args[#args + 1], args[#args + 2] = slot, 0
-    end
+    for k = head + 1, b do ring[floormod(k, n + 1) + 1] = 0 end
   else
-    if head then redis.call('DEL', key) end
     for j = 1, n + 1 do ring[j] = 0 end
   end
-  local slot = floormod(b, n + 1)
-  ring[slot + 1] = ring[slot + 1] + cost
-  args[#args + 1], args[#args + 2] = slot, ring[slot + 1]
-  redis.call('HSET', key, unpack(args))
-  redis.call('PEXPIRE', key, ttl_ms((b + n + 1) * R - now, pad))
+  local slot = floormod(b, n + 1) + 1
+  ring[slot] = ring[slot] + cost
+  -- The usage is zero once bucket b has left the window, at (b+n+1)·R µs;
+  -- a key written in bucket b already expires then.
+  local v = spack(LF[l], b, unpack(ring))
+  if head == b then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl_ms((b + n + 1) * R - now, pad))
+  end
 end
 
 -- b_refund takes cost back from the bucket b_record used (the newest when
 -- `at` was behind it) if the ring still holds it (algo.Buckets.Refund).
 local function b_refund(key, l, at, cost)
   local n = LN[l]
-  local v = redis.call('HMGET', key, 'h')
-  local head = tonumber(v[1])
-  if not head then return end
-  local k = math.max(floordiv(at, LB[l]), head)
+  local v = call('GET', key)
+  if not v then return end
+  local ring = {sunpack(LF[l], v)}
+  local head = table.remove(ring, 1)
+  ring[n + 2] = nil
+  local k = max(floordiv(at, LB[l]), head)
   if k > head or k <= head - n - 1 then return end
-  local slot = floormod(k, n + 1)
-  local c = tonumber(redis.call('HGET', key, slot)) or 0
-  redis.call('HSET', key, slot, math.max(0, c - cost))
+  local slot = floormod(k, n + 1) + 1
+  ring[slot] = max(0, ring[slot] - cost)
+  call('SET', key, spack(LF[l], head, unpack(ring)), 'KEEPTTL')
 end

@@ -9,17 +9,27 @@
 -- exactly by Redis ('%.17g'); numbers joined into strings with '..' are not
 -- (Lua prints '%.14g'), so no time is ever joined into a string.
 --
+-- Globals and library functions read on every check, as locals (a local is
+-- a register; a global is a table lookup).
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local spack, sunpack = struct.pack, struct.unpack
+
+-- ID is decide.lua's call id (ARGV[3]): check j's log members end in
+-- ID .. '.' .. j.
+local ID = ARGV[3]
+
 -- Per-hit scratch: the algorithms keep a check's loaded state in the
 -- arrays below, indexed by the hit's position in its check, instead of a
 -- table per hit: W1..W4 hold what the record step needs, RING a buckets
 -- ring. The state as stored goes straight into the reply (the snapshot).
 
-local W1, W2, W3, W4, RING = {}, {}, {}, {}, {}
+local W1, W2, W3, W4, W5, RING = {}, {}, {}, {}, {}, {}
 
 -- The call's limits, by their index in ARGV (see decide.lua): code, rate,
 -- window µs, bucket µs, shadow, and derived values: for gcra W div Rate and
--- W mod Rate, for buckets the number of buckets n = W/R and the fields to
--- read ('h', '0' .. n).
+-- W mod Rate, for buckets the number of buckets n = W/R and the struct
+-- format of its state.
 local LC, LR, LW, LB, LS, LQ, LM, LN, LF = {}, {}, {}, {}, {}, {}, {}, {}, {}
 
 -- fits mirrors algo.fits: used + cost <= rate, with the rounding slack
@@ -31,7 +41,7 @@ end
 -- floordiv is floor(a / b) for integers a and b > 0, corrected for the
 -- rounding of the double division.
 local function floordiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
@@ -44,5 +54,5 @@ end
 -- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
 -- at least 1, plus the padding.
 local function ttl_ms(reset, pad)
-  return math.max(1, math.ceil(reset / 1000) + pad)
+  return max(1, ceil(reset / 1000) + pad)
 end

@@ -33,7 +33,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 
 -- server_now reads the Redis server's clock in µs.
 local function server_now()
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
@@ -44,7 +44,7 @@ local SNAP = {w = 3, b = 1, l = 3, d = 3, g = 2}
 local LEN = {} -- per limit: 1 (fits) + its snapshot's length
 
 local now = tonumber(ARGV[1]) or server_now()
-local pad, id = tonumber(ARGV[2]), ARGV[3]
+local pad = tonumber(ARGV[2])
 local nl = tonumber(ARGV[4])
 for l = 1, nl do
   local a = 4 + (l - 1) * 5
@@ -55,9 +55,7 @@ for l = 1, nl do
   if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
   if code == 'b' then
     local n = LW[l] / LB[l]
-    local f = {'h'}
-    for j = 0, n do f[j + 2] = j end
-    LN[l], LF[l] = n, f
+    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
   end
   LEN[l] = 1 + SNAP[code] + LN[l] + (code == 'b' and 1 or 0)
 end
@@ -79,10 +77,9 @@ local function decide_check(k, n, a, cost, j, reply, r)
     if not f and not LS[l] then allowed = false end
   end
   if allowed and cost > 0 then
-    local cid = id .. '.' .. j
     for i = 1, n do
       local l = HL[i]
-      RECORD[LC[l]](i, KEYS[k + i], l, now, cost, pad, cid)
+      RECORD[LC[l]](i, KEYS[k + i], l, now, cost, pad, j)
     end
   end
   reply[r0] = allowed and 1 or 0

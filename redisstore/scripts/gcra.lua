@@ -2,8 +2,8 @@
 -- T = W/Rate µs, burst Rate. The theoretical arrival time is kept exactly,
 -- as whole µs t plus f/Rate µs (0 <= f < Rate), so the decision compares
 -- integers.
--- State: a hash {t = TAT µs, f = fraction}. O(1): HMGET, then HSET and
--- PEXPIRE when recorded.
+-- State: a string of two doubles packed by struct ('<dd'): t = TAT µs, f =
+-- the fraction. O(1): GET, then SET ... PX when recorded.
 -- Snapshot replied: t, f as stored (0 0 when missing).
 
 -- muldiv returns floor(a·b/m) and a·b mod m for integers 0 <= a <= m,
@@ -15,7 +15,7 @@ local function muldiv(a, b, m)
     local q = floordiv(p, m)
     return q, p - q * m
   end
-  local ah, al = math.floor(a / 65536), a % 65536
+  local ah, al = floor(a / 65536), a % 65536
   p = ah * b
   local q1 = floordiv(p, m)
   p = (p - q1 * m) * 65536 + al * b
@@ -33,11 +33,12 @@ local function g_advance(l, q, r, cost)
 end
 
 local function g_load(i, key, l, now, cost, reply, r)
-  local v = redis.call('HMGET', key, 't', 'f')
-  local tat, frac = tonumber(v[1]) or 0, tonumber(v[2]) or 0
+  local v = call('GET', key)
+  local tat, frac = 0, 0
+  if v then tat, frac = sunpack('<dd', v) end
   reply[r + 1], reply[r + 2] = tat, frac
   local q, f = now, 0
-  if tat >= now then q, f = tat, math.min(frac, LR[l] - 1) end
+  if tat >= now then q, f = tat, min(frac, LR[l] - 1) end
   q, f = g_advance(l, q, f, cost)
   W1[i], W2[i] = q, f
   local e = now + LW[l]
@@ -46,20 +47,20 @@ end
 
 local function g_record(i, key, l, now, cost, pad)
   local q, r = W1[i], W2[i]
-  redis.call('HSET', key, 't', q, 'f', r)
-  if r > 0 then q = q + 1 end
-  redis.call('PEXPIRE', key, ttl_ms(q - now, pad))
+  local wait = q - now
+  if r > 0 then wait = wait + 1 end
+  call('SET', key, spack('<dd', q, r), 'PX', ttl_ms(wait, pad))
 end
 
 -- g_refund moves TAT back by cost·T exactly; evaluations take max(TAT,
 -- now), so a TAT moved into the past changes nothing.
 local function g_refund(key, l, at, cost)
-  local v = redis.call('HMGET', key, 't', 'f')
-  local q, r = tonumber(v[1]), tonumber(v[2]) or 0
-  if not q then return end
+  local v = call('GET', key)
+  if not v then return end
+  local q, r = sunpack('<dd', v)
   local rate = LR[l]
   local dq, dr = muldiv(cost, LM[l], rate)
-  q, r = q - cost * LQ[l] - dq, math.min(r, rate - 1) - dr
+  q, r = q - cost * LQ[l] - dq, min(r, rate - 1) - dr
   if r < 0 then q, r = q - 1, r + rate end
-  redis.call('HSET', key, 't', q, 'f', r)
+  call('SET', key, spack('<dd', q, r), 'KEEPTTL')
 end

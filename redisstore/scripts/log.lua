@@ -25,7 +25,7 @@ end
 local function l_retry(key, l, now, cost, used)
   local low, off = string.format('(%d', now - LW[l]), 0
   while true do
-    local ev = redis.call('ZRANGEBYSCORE', key, low, '+inf', 'WITHSCORES', 'LIMIT', off, 16)
+    local ev = call('ZRANGEBYSCORE', key, low, '+inf', 'WITHSCORES', 'LIMIT', off, 16)
     if #ev == 0 then return 0 end
     for j = 1, #ev, 2 do
       used = used - l_cost(ev[j])
@@ -36,10 +36,10 @@ local function l_retry(key, l, now, cost, used)
 end
 
 local function l_load(i, key, l, now, cost, reply, r)
-  local v = redis.call('ZMSCORE', key, '%n', '%t')
+  local v = call('ZMSCORE', key, '%n', '%t')
   local sum, newest = 0, 0
   if v[1] then sum, newest = -1 - tonumber(v[1]), -1 - tonumber(v[2]) end
-  local old = redis.call('ZRANGEBYSCORE', key, 0, now - LW[l])
+  local old = call('ZRANGEBYSCORE', key, 0, now - LW[l])
   for j = 1, #old do sum = sum - l_cost(old[j]) end
   local ok = sum + cost <= LR[l]
   local retry = 0
@@ -51,21 +51,21 @@ end
 
 -- l_record removes the events that left the window and adds one member at
 -- now, or at the newest event's time when the clock is behind it.
-local function l_record(i, key, l, now, cost, pad, id)
-  if W3[i] > 0 then redis.call('ZREMRANGEBYSCORE', key, 0, now - LW[l]) end
-  local at = math.max(now, W2[i])
-  redis.call('ZADD', key, at, cost .. ':' .. id, -1 - (W1[i] + cost), '%n', -1 - at, '%t')
-  redis.call('PEXPIRE', key, ttl_ms(at + LW[l] - now, pad))
+local function l_record(i, key, l, now, cost, pad, j)
+  if W3[i] > 0 then call('ZREMRANGEBYSCORE', key, 0, now - LW[l]) end
+  local at = max(now, W2[i])
+  call('ZADD', key, at, cost .. ':' .. ID .. '.' .. j, -1 - (W1[i] + cost), '%n', -1 - at, '%t')
+  call('PEXPIRE', key, ttl_ms(at + LW[l] - now, pad))
 end
 
 -- l_refund removes the member the check with this id recorded, if still
 -- there, from the sum, and sets the newest time to the newest event left
 -- (algo.Log.Refund).
 local function l_refund(key, l, at, cost, id)
-  if redis.call('ZREM', key, cost .. ':' .. id) == 0 then return end
-  local s = tonumber(redis.call('ZSCORE', key, '%n')) or -1
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if call('ZREM', key, cost .. ':' .. id) == 0 then return end
+  local s = tonumber(call('ZSCORE', key, '%n')) or -1
+  local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local newest = 0
   if top[2] and tonumber(top[2]) > 0 then newest = tonumber(top[2]) end
-  redis.call('ZADD', key, math.min(-1, s + cost), '%n', -1 - newest, '%t')
+  call('ZADD', key, min(-1, s + cost), '%n', -1 - newest, '%t')
 end

@@ -27,7 +27,7 @@ for i = 1, #KEYS do
   if not REFUND[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(code)) end
   LC[i], LR[i], LW[i], LB[i] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if code == 'g' then LQ[i], LM[i] = floordiv(LW[i], LR[i]), floormod(LW[i], LR[i]) end
-  if code == 'b' then LN[i] = LW[i] / LB[i] end
+  if code == 'b' then LN[i] = LW[i] / LB[i]; LF[i] = '<' .. string.rep('d', LN[i] + 2) end
   REFUND[code](KEYS[i], i, at, cost, id)
 end
 return {#KEYS}

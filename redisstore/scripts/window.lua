@@ -1,7 +1,8 @@
 -- window.lua: sliding-window (Cloudflare's two counters), algo.Window.
--- State: a hash {i = window index, c = cost in window i, p = cost in window
--- i−1}; window i covers [i·W, (i+1)·W) µs. Used = p·(W − e)/W + c, e the
--- µs elapsed in the window of now. O(1): HMGET, then HSET and PEXPIRE when
+-- State: a string of three doubles packed by struct ('<ddd': no text to
+-- parse or format): i = window index, c = cost in window i, p = cost in
+-- window i−1; window i covers [i·W, (i+1)·W) µs. Used = p·(W − e)/W + c, e
+-- the µs elapsed in the window of now. O(1): GET, then SET ... PX when
 -- recorded.
 -- Snapshot replied: i, c, p as stored (0 0 0 when missing).
 
@@ -10,8 +11,13 @@
 -- state rolled forward to now (algo.Window.at: a clock behind the state's
 -- window reads as the start of that window) in W1..W4.
 local function w_load(i, key, l, now, cost, reply, r)
-  local v = redis.call('HMGET', key, 'i', 'c', 'p')
-  local idx, cur, prev = tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+  local v = call('GET', key)
+  local idx, cur, prev = 0, 0, 0
+  W5[i] = false
+  if v then
+    idx, cur, prev = sunpack('<ddd', v)
+    W5[i] = idx
+  end
   reply[r + 1], reply[r + 2], reply[r + 3] = idx, cur, prev
   local w = LW[l]
   local wi = floordiv(now, w)
@@ -23,20 +29,29 @@ local function w_load(i, key, l, now, cost, reply, r)
   return fits(prev * (w - e) / w + cur, cost, LR[l]), r + 3
 end
 
--- w_record adds cost to the rolled state and writes it with its TTL (the
--- usage is zero 2W − e µs later).
+-- w_record adds cost to the rolled state and writes it. The usage is zero
+-- once window i+1 ends, at (i+2)·W µs: the key expires then (plus the
+-- padding). Written again in the same window, it keeps that expiry
+-- (KEEPTTL, half the cost of setting one). The TTL is relative, so that a
+-- clock given by the caller need not agree with the server's.
 local function w_record(i, key, l, now, cost, pad)
-  redis.call('HSET', key, 'i', W1[i], 'c', W2[i] + cost, 'p', W3[i])
-  redis.call('PEXPIRE', key, ttl_ms(2 * LW[l] - W4[i], pad))
+  local v = spack('<ddd', W1[i], W2[i] + cost, W3[i])
+  if W1[i] == W5[i] then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl_ms((W1[i] + 2) * LW[l] - now, pad))
+  end
 end
 
 -- w_refund takes cost back from the window w_record used (the state's
 -- window when `at` was behind it) if it is still kept (algo.Window.Refund).
 local function w_refund(key, l, at, cost)
-  local v = redis.call('HMGET', key, 'i', 'c', 'p')
-  local idx = tonumber(v[1])
-  if not idx then return end
-  local i = math.max(floordiv(at, LW[l]), idx)
-  if i == idx then redis.call('HSET', key, 'c', math.max(0, (tonumber(v[2]) or 0) - cost))
-  elseif i == idx - 1 then redis.call('HSET', key, 'p', math.max(0, (tonumber(v[3]) or 0) - cost)) end
+  local v = call('GET', key)
+  if not v then return end
+  local idx, cur, prev = sunpack('<ddd', v)
+  local i = max(floordiv(at, LW[l]), idx)
+  if i == idx then cur = max(0, cur - cost)
+  elseif i == idx - 1 then prev = max(0, prev - cost)
+  else return end
+  call('SET', key, spack('<ddd', idx, cur, prev), 'KEEPTTL')
 end
