@@ -181,4 +181,3 @@ func (q *coalescer) failQueued(err error) {
 
 // errClosed is the error of a check on a closed Store.
 var errClosed = errors.New("the store is closed")
-
