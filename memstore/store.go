@@ -149,8 +149,10 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 // decideOne is algo.Decide for one hit. The sliding window, the default
 // algorithm, has its own copy of Decide's steps that calls *algo.Window's
 // methods directly rather than through the algo.State interface; it must
-// stay step for step what algo.Decide does with a single hit (the
-// conformance suite holds it to that).
+// stay step for step what algo.Decide does with a single hit:
+// TestDecideOneIsDecide holds the two together. The caller turns the
+// outcome into a Decision with sluice.Decision.Conclude, as every store
+// does.
 func decideOne(st algo.State, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
 	w, ok := st.(*algo.Window)
 	if !ok {
