@@ -3,7 +3,8 @@
 -- State: a string of n+2 doubles packed by struct: h = index of the newest
 -- bucket, then the ring's counters. Used = oldest bucket weighted by the
 -- part of it still inside (now − W, now] + the n newer buckets. O(n) per
--- check (n <= sluice.MaxBuckets): GET, then SET ... PX when recorded.
+-- check (n <= sluice.MaxBuckets): GET, then SET ... PX (or KEEPTTL) when
+-- recorded.
 -- Snapshot replied: h (0 when missing), then the n+1 counters, slot 0
 -- first.
 

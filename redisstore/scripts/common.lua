@@ -21,7 +21,7 @@ local ID = ARGV[3]
 
 -- Per-hit scratch: the algorithms keep a check's loaded state in the
 -- arrays below, indexed by the hit's position in its check, instead of a
--- table per hit: W1..W4 hold what the record step needs, RING a buckets
+-- table per hit: W1..W5 hold what the record step needs, RING a buckets
 -- ring. The state as stored goes straight into the reply (the snapshot).
 
 local W1, W2, W3, W4, W5, RING = {}, {}, {}, {}, {}, {}

@@ -2,14 +2,15 @@
 -- State: a string of three doubles packed by struct ('<ddd': no text to
 -- parse or format): i = window index, c = cost in window i, p = cost in
 -- window i−1; window i covers [i·W, (i+1)·W) µs. Used = p·(W − e)/W + c, e
--- the µs elapsed in the window of now. O(1): GET, then SET ... PX when
--- recorded.
+-- the µs elapsed in the window of now. O(1): GET, then SET ... PX (or
+-- KEEPTTL) when recorded.
 -- Snapshot replied: i, c, p as stored (0 0 0 when missing).
 
 -- w_load reads the state, appends its snapshot to reply after reply[r],
 -- and returns whether cost fits at now and the new length. It keeps the
 -- state rolled forward to now (algo.Window.at: a clock behind the state's
--- window reads as the start of that window) in W1..W4.
+-- window reads as the start of that window) in W1..W4, and the stored
+-- index (false when missing) in W5.
 local function w_load(i, key, l, now, cost, reply, r)
   local v = call('GET', key)
   local idx, cur, prev = 0, 0, 0
