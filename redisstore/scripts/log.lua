@@ -9,8 +9,9 @@
 -- Used = sum − the costs of the events scored in [0, now − W], which are
 -- read (and, when recording, removed): each event is read there once or
 -- twice in its life, so the cost per check is O(log N) amortized, N the
--- events in the set. A denied check also walks the oldest live events
--- until enough would have left: O(log N + the events it needs).
+-- events in the set. A denied check also reads the oldest live events it
+-- needs to leave: O(log N + the excess over the limit), O(log N) for a
+-- unit check.
 -- Snapshot replied: used (the live cost before the check), retry_after µs
 -- (0 when it fits), the newest event's time µs (0 when none).
 
@@ -21,18 +22,17 @@ end
 
 -- l_retry walks the live events oldest first: the cost fits once enough of
 -- them have left, event k leaving (now − W, now] when now reaches its time
--- + W.
+-- + W. Every event costs at least 1, so the oldest used + cost − rate
+-- events are always enough: one read of exactly those (one, for a unit
+-- check on a full log).
 local function l_retry(key, l, now, cost, used)
-  local low, off = string.format('(%d', now - LW[l]), 0
-  while true do
-    local ev = call('ZRANGEBYSCORE', key, low, '+inf', 'WITHSCORES', 'LIMIT', off, 16)
-    if #ev == 0 then return 0 end
-    for j = 1, #ev, 2 do
-      used = used - l_cost(ev[j])
-      if used + cost <= LR[l] then return tonumber(ev[j + 1]) + LW[l] - now end
-    end
-    off = off + 16
+  local need = used + cost - LR[l]
+  local ev = call('ZRANGEBYSCORE', key, string.format('(%d', now - LW[l]), '+inf', 'WITHSCORES', 'LIMIT', 0, need)
+  for j = 1, #ev, 2 do
+    used = used - l_cost(ev[j])
+    if used + cost <= LR[l] then return tonumber(ev[j + 1]) + LW[l] - now end
   end
+  return 0
 end
 
 local function l_load(i, key, l, now, cost, reply, r)
