@@ -36,8 +36,9 @@ type Options struct {
 	// clock. Default: nil, the Redis server's TIME read inside each script,
 	// one clock for every process.
 	Now func() time.Time
-	// Timeout bounds each call to Redis (a check, a refund, a reset); past
-	// it the call fails with sluice.ErrUnavailable. At least 1ms. Default:
+	// Timeout bounds each call to Redis (a check, a refund, a reset) from
+	// when it is sent, not a check's wait for a coalesced call; past it the
+	// call fails with sluice.ErrUnavailable. At least 1ms. Default:
 	// DefaultTimeout (50ms).
 	Timeout time.Duration
 	// ClockPadding is added to the TTL of every key written. With the
@@ -47,11 +48,11 @@ type Options struct {
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
 	// MaxBatch is the most checks one script call decides. Checks that
-	// arrive while earlier calls are under way are coalesced into one call
-	// of batch.lua, which decides them one after the other, each atomically
-	// and all or nothing, as if they had been sent one by one (in a
-	// Cluster, one call per hash slot; a check across slots is never
-	// batched). There is no timer: a check that finds no call under way is
+	// arrive while earlier calls are under way (at most two) are coalesced
+	// into one call of decide.lua, which decides them one after the other,
+	// each atomically and all or nothing, as if they had been sent one by
+	// one (in a Cluster, one call per hash slot; a check across slots is
+	// never batched). There is no timer: a check that finds a free call is
 	// sent at once. 1 sends one call per check. Default: DefaultMaxBatch.
 	MaxBatch int
 	// Logger receives the failures the Store cannot return, such as a

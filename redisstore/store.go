@@ -19,7 +19,7 @@ import (
 // by the atomic Lua scripts in scripts/. It is safe for concurrent use.
 type Store struct {
 	sc        Scripter
-	owned     rueidis.Client // created from Options.URL; closed by Close
+	owned     rueidis.Client // created by Dial; closed by Close
 	cluster   bool
 	prefix    string
 	now       func() time.Time
@@ -108,8 +108,8 @@ func randomID() string {
 }
 
 // Close waits until the checks already queued for a coalesced call are
-// decided, then closes the client the Store created from Options.URL (a
-// Client or Scripter given in Options is left open). Checks after Close
+// decided, then closes the client the Store created in Dial (a client or
+// Scripter given to New or NewWithScripter is left open). Checks after Close
 // fail with an error wrapping sluice.ErrUnavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

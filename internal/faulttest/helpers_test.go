@@ -33,7 +33,7 @@ func newStore(t *testing.T, url string) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.Dial(url, redisstore.Options{Timeout: time.Second})
 	if err != nil {
-		t.Fatalf("redisstore.New(%q): %v", url, err)
+		t.Fatalf("redisstore.Dial(%q): %v", url, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

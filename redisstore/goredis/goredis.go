@@ -9,7 +9,7 @@
 // For exact counting, give the client MaxRetries: -1 (the Store's failure
 // handling, not the client, should decide what a failed call means).
 //
-// rueidis (redisstore.Options.URL or Options.Client) remains the
+// rueidis (redisstore.Dial or redisstore.New) remains the
 // recommended client: its automatic pipelining gives more decisions per
 // second at 64 concurrent callers (see docs/redis.md).
 package goredis
