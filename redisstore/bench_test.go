@@ -34,7 +34,7 @@ func BenchmarkCheck(b *testing.B) {
 		keys int
 		rate int64
 	}{
-		{"spread", 100_000, 1 << 40},
+		{"spread", 100_000, sluice.MaxRate},
 		{"hot", 10, 10},
 	}
 	for _, w := range workloads {
