@@ -16,8 +16,11 @@
 --
 -- Every hit of a check is evaluated; if every non-shadow hit fits and cost
 -- > 0, the cost is recorded on every hit (shadow ones included) and each
--- written key gets a TTL of ceil(reset_after / 1000) + padding ms in the
--- same call. Otherwise nothing is written.
+-- written key gets a TTL (until its usage is zero, plus the padding) in the
+-- same call. Otherwise nothing is written. This is algo.Decide's
+-- all-or-nothing rule, copied: redisstore's TestSameAsModel holds the two
+-- together (and the Go side turns the hits into a Decision with
+-- sluice.Decision.Conclude, as every store does).
 --
 -- Reply: a flat array of integers: now (µs), then per check: allowed (1/0;
 -- -1 when the check failed, say on a key of the wrong type: it fails alone
