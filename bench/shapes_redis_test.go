@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkRedisShapes measures what a check's shape costs Redis, with
-// sluice's redisstore (default options but Timeout) and 64 callers, side by
+// sluice's redisstore (default options) and 64 callers, side by
 // side on one server:
 //
 //   - hits=1 and hits=4: a sliding-window check of one hit, and one of four
@@ -42,7 +42,7 @@ func BenchmarkRedisShapes(b *testing.B) {
 		b.Run(cs.name, func(b *testing.B) {
 			if c == nil {
 				flush(b, srv)
-				store, err := redisstore.Dial(srv.URL(), redisstore.Options{Timeout: 3 * time.Second})
+				store, err := redisstore.Dial(srv.URL(), redisstore.Options{})
 				if err != nil {
 					b.Fatalf("redisstore: %v", err)
 				}
