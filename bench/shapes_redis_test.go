@@ -48,7 +48,7 @@ func BenchmarkRedisShapes(b *testing.B) {
 				}
 				built := multiHitContender(cs.name, store, cs.w.limit(cs.a), cs.hits)
 				built.close = func() { _ = store.Close() }
-				warmConcurrently(b, built, cs.w)
+				warmConcurrently(b, &built, cs.w)
 				c = &built
 			}
 			runCallers(b, *c, cs.w, func() float64 { return serverCPU(b, srv) })
