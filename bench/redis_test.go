@@ -192,9 +192,9 @@ func runCallers(b *testing.B, c contender, w workload, cpu func() float64) {
 
 // warmConcurrently is warm with callers goroutines, each taking a share of
 // the keys: one check per key of the spread workload would take seconds
-// one round trip at a time. A check that fails is tried again, up to 3
+// one round trip at a time. A check that fails is tried again, up to 10
 // times, and counted in c.warmErrors (reported as warmup-errors); a key
-// that fails 3 times fails the benchmark.
+// that fails 10 times fails the benchmark.
 func warmConcurrently(b *testing.B, c *contender, w workload) {
 	b.Helper()
 	var wg sync.WaitGroup
@@ -207,8 +207,8 @@ func warmConcurrently(b *testing.B, c *contender, w workload) {
 				for range 1 + w.rate {
 					ok, err := decide(ctx, w.keys[i])
 					for try := 1; err != nil; try++ {
-						if failed.Add(1); try == 3 {
-							errs <- fmt.Errorf("%s: warm-up check on %q failed 3 times: %w", c.name, w.keys[i], err)
+						if failed.Add(1); try == 10 {
+							errs <- fmt.Errorf("%s: warm-up check on %q failed 10 times: %w", c.name, w.keys[i], err)
 							return
 						}
 						ok, err = decide(ctx, w.keys[i])
