@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // Errors a caller can branch on with errors.Is. A denial is never an error.
@@ -79,7 +81,7 @@ func (c Check) Validate() error {
 		}
 		for j := range i {
 			if c.Hits[j].sameState(h) {
-				return fmt.Errorf("%w: hits %d and %d share state (zone %q, key %q, %s %v)", ErrInvalid, j, i, h.Zone, h.Key, h.Limit.Algo(), h.Limit.Window)
+				return fmt.Errorf("%w: hits %d and %d share state (zone %q, key %s, %s %v)", ErrInvalid, j, i, h.Zone, keyname.Of(h.Key), h.Limit.Algo(), h.Limit.Window)
 			}
 		}
 	}

@@ -52,7 +52,7 @@ func TestCheckValidate(t *testing.T) {
 		{"cost above rate", Check{Hits: []Hit{hit("k", perMinute)}, Cost: 11}, `cost 11 is greater than the rate of limit "10r/m"`},
 		{"log rate", Check{Hits: []Hit{hit("k", logLimit(MaxLogRate+1))}, Cost: 1}, "a log limit's rate must be <= 10000"},
 		{"shared state", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 99, Window: time.Minute, Name: "other"})}, Cost: 1},
-			`hits 0 and 1 share state (zone "", key "k", sliding-window 1m0s)`},
+			`hits 0 and 1 share state (zone "", key sha256:8254c329a92850f6, sliding-window 1m0s)`},
 		{"shared default algorithm", Check{Hits: []Hit{hit("k", perMinute), hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: SlidingWindow})}, Cost: 1}, "share state"},
 		{"shared default resolution", Check{Hits: []Hit{
 			hit("k", Limit{Rate: 10, Window: time.Minute, Algorithm: Buckets}),

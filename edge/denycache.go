@@ -3,8 +3,8 @@ package edge
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,30 +13,33 @@ import (
 
 // Defaults of DenyCacheOptions.
 const (
-	DefaultDenyCacheEntries = 10_000
-	DefaultDenyCacheMaxAge  = time.Minute
+	DefaultDenyCacheBytes  = 4 << 20
+	DefaultDenyCacheMaxAge = time.Minute
 )
 
-// maxDenyCacheShards bounds the number of independently locked parts of a
-// DenyCache.
-const maxDenyCacheShards = 32
+// minDenyCacheBytes is the smallest MaxBytes: room for one set of slots and
+// a few denials.
+const minDenyCacheBytes = 4 << 10
 
 // DenyCacheOptions configure a DenyCache. The zero value means defaults.
 type DenyCacheOptions struct {
-	// MaxEntries bounds the number of denials held. The bound is split
-	// evenly between the shards, each forgetting its least recently used
-	// entry when full, so a full cache holds a little fewer. Each entry
-	// holds a copy of its check and decision, about 350 bytes for a one-hit
-	// check (measured), and keeps its key strings alive. Must be >= 0; zero
-	// means DefaultDenyCacheEntries (10,000).
-	MaxEntries int
+	// MaxBytes bounds the heap the cache holds, in bytes: its table of
+	// slots (8 bytes each, one slot per 128 bytes of MaxBytes) and the
+	// denials stored in it. A denial keeps a 128-bit fingerprint of its
+	// check and the decision's fixed-size results, never the check's
+	// strings: 112 bytes for a one-hit check, 64 more per extra hit,
+	// whatever the length of its keys. When full, the cache forgets denials
+	// not used since its clock hand last passed (CLOCK, second chance).
+	// Must be 0 or >= 4096; zero means DefaultDenyCacheBytes (4 MiB, about
+	// 30,000 one-hit denials).
+	MaxBytes int64
 	// MaxAge is the longest a denial is repeated, however long its
 	// RetryAfter: it bounds how long a Reset made through another process
 	// (which this cache cannot see) goes unnoticed. Must be >= 0; zero means
 	// DefaultDenyCacheMaxAge (1m).
 	MaxAge time.Duration
-	// Now reads the clock. It must be safe for concurrent use. Default
-	// time.Now.
+	// Now reads the clock, once per check. It must be safe for concurrent
+	// use. Default time.Now.
 	Now func() time.Time
 }
 
@@ -45,12 +48,15 @@ type DenyCacheOptions struct {
 type DenyCacheStats struct {
 	// Hits counts the checks denied from the cache, without the limiter.
 	Hits uint64
-	// Stored counts the denials stored; Evicted those forgotten early
-	// because the cache was full.
+	// Stored counts the denials stored; Evicted those forgotten before
+	// they expired because the cache was full.
 	Stored, Evicted uint64
 	// Entries is the number of denials held now, expired ones included
-	// until they are next seen.
+	// until their slot is reused.
 	Entries int64
+	// Bytes is the heap the cache holds now (table and denials), at most
+	// DenyCacheOptions.MaxBytes.
+	Bytes int64
 }
 
 // A DenyCache is a sluice.Limiter in front of another that remembers
@@ -58,20 +64,30 @@ type DenyCacheStats struct {
 // cost, group and shadow flag) is denied without asking it until the
 // denial's RetryAfter has passed. See the package doc for why this never
 // denies a check the limiter would allow. It is safe for concurrent use and
-// starts no goroutine.
+// starts no goroutine. A cache hit takes no lock and allocates nothing.
 type DenyCache struct {
 	next   sluice.Limiter
 	maxAge time.Duration
-	now    func() time.Time
-	seed   maphash.Seed
-	shards []shard
-	mask   uint64
+	now    func() time.Time // nil: the monotonic clock
+	base   time.Time        // instants are stored as nanoseconds since base
+	secret secret
+
+	// slots is read without a lock; mu serializes the writers (inserts,
+	// purges) and guards hand and setHands.
+	slots    []atomic.Pointer[denial]
+	setMask  uint64
+	mu       sync.Mutex
+	hand     int     // the clock hand over all slots, for the byte bound
+	setHands []uint8 // one per set, for the choice of a slot in the set
+	budget   int64   // bytes for denials: MaxBytes less the table
+	bytes    atomic.Int64
+
 	// gen counts the resets; a denial is stored only if no reset finished
 	// while it was being decided.
 	gen atomic.Uint64
 
-	hits, stored, evicted atomic.Uint64
-	entries               atomic.Int64
+	hits, stored, evicted, unstored atomic.Uint64
+	entries                         atomic.Int64
 }
 
 var _ sluice.Limiter = (*DenyCache)(nil)
@@ -82,38 +98,31 @@ func NewDenyCache(next sluice.Limiter, opts DenyCacheOptions) (*DenyCache, error
 	switch {
 	case next == nil:
 		return nil, fmt.Errorf("edge: %w: NewDenyCache needs a limiter", sluice.ErrInvalid)
-	case opts.MaxEntries < 0:
-		return nil, fmt.Errorf("edge: %w: DenyCacheOptions.MaxEntries must be >= 0, got %d", sluice.ErrInvalid, opts.MaxEntries)
+	case opts.MaxBytes != 0 && opts.MaxBytes < minDenyCacheBytes:
+		return nil, fmt.Errorf("edge: %w: DenyCacheOptions.MaxBytes must be 0 or >= %d, got %d", sluice.ErrInvalid, minDenyCacheBytes, opts.MaxBytes)
 	case opts.MaxAge < 0:
 		return nil, fmt.Errorf("edge: %w: DenyCacheOptions.MaxAge must be >= 0, got %v", sluice.ErrInvalid, opts.MaxAge)
 	}
-	dc := &DenyCache{next: next, maxAge: opts.MaxAge, now: opts.Now, seed: maphash.MakeSeed()}
+	dc := &DenyCache{next: next, maxAge: opts.MaxAge, now: opts.Now, secret: newSecret()}
 	if dc.maxAge == 0 {
 		dc.maxAge = DefaultDenyCacheMaxAge
 	}
-	if dc.now == nil {
-		dc.now = time.Now
+	if dc.now != nil {
+		dc.base = dc.now()
+	} else {
+		dc.base = time.Now() // read with time.Since: the monotonic clock alone
 	}
-	size := opts.MaxEntries
+	size := opts.MaxBytes
 	if size == 0 {
-		size = DefaultDenyCacheEntries
+		size = DefaultDenyCacheBytes
 	}
-	// A power of two no larger than the bound, so every shard holds one.
-	n := min(maxDenyCacheShards, 1<<(bits.Len(uint(size))-1))
-	dc.shards = make([]shard, n)
-	for i := range dc.shards {
-		// Spread the bound; the first size%n shards take one more.
-		dc.shards[i].init(size/n + btoi(i < size%n))
-	}
-	dc.mask = uint64(n - 1)
+	// One slot per 128 bytes, a power of two: a one-hit denial takes 112.
+	n := 1 << (bits.Len64(uint64(size/128)) - 1)
+	dc.slots = make([]atomic.Pointer[denial], n)
+	dc.setMask = uint64(n/ways - 1)
+	dc.setHands = make([]uint8, n/ways)
+	dc.budget = size - int64(n)*slotBytes - int64(n/ways)
 	return dc, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Stats returns a snapshot of the cache's counters.
@@ -121,6 +130,7 @@ func (dc *DenyCache) Stats() DenyCacheStats {
 	return DenyCacheStats{
 		Hits: dc.hits.Load(), Stored: dc.stored.Load(), Evicted: dc.evicted.Load(),
 		Entries: dc.entries.Load(),
+		Bytes:   dc.bytes.Load() + int64(len(dc.slots))*slotBytes + int64(len(dc.setHands)),
 	}
 }
 
@@ -128,31 +138,54 @@ func (dc *DenyCache) Stats() DenyCacheStats {
 // sluice.FromDenyCache and the hit results of the stored denial, with
 // RetryAfter and ResetAfter shortened by the time since. Peeks (cost 0) and
 // shadow checks are always passed on. Only denials decided by the store
-// itself (Source sluice.FromStore) are stored.
+// itself (Source sluice.FromStore) are stored. It reads the clock once and
+// each key once.
 func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
-	cacheable := c.Cost > 0 && !c.Shadow
-	var h uint64
-	now := dc.now()
+	cacheable := c.Cost > 0 && !c.Shadow && len(c.Hits) <= sluice.MaxHits
+	var (
+		fp   fingerprint
+		keys [sluice.MaxHits]uint64
+	)
+	now := dc.clock()
 	if cacheable {
-		h = dc.hash(&c)
-		if dc.shard(h).lookup(h, &c, now, d, dc) {
-			dc.hits.Add(1)
-			return nil
+		fp = fingerprintOf(&dc.secret, &c, &keys)
+		if e := dc.lookup(fp); e != nil && now < e.until {
+			if !e.ref.Load() {
+				e.ref.Store(true) // written once per pass of the hand, not per hit
+			}
+			if e.replay(now, d) {
+				dc.hits.Add(1)
+				return nil
+			}
 		}
 	}
 	gen := dc.gen.Load()
 	if err := dc.next.Check(ctx, c, d); err != nil {
 		return err
 	}
-	if !cacheable || d.Allowed || d.Source != sluice.FromStore {
+	if !cacheable || d.Allowed || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
 		return nil
 	}
 	// The limiter decided no earlier than now, so now + RetryAfter is no
 	// later than the moment the check could pass.
 	if wait := min(holdAll(&c, d), dc.maxAge); wait > 0 {
-		dc.shard(h).insert(h, &c, d, now, now.Add(wait), gen, dc)
+		e := &denial{fp: fp, at: now, until: now + int64(wait), hits: make([]deniedHit, len(c.Hits))}
+		for i := range e.hits {
+			e.hits[i] = deniedHit{key: keys[i], hold: hold(c.Hits[i].Limit, d.Hits[i].RetryAfter), result: d.Hits[i]}
+		}
+		dc.insert(e, gen, now)
 	}
 	return nil
+}
+
+// clock returns the time since the cache's base, in nanoseconds. Without
+// DenyCacheOptions.Now it reads only the monotonic clock, half the cost of
+// time.Now, which also reads the wall clock.
+func (dc *DenyCache) clock() int64 {
+	if dc.now == nil {
+		return int64(time.Since(dc.base))
+	}
+	return int64(dc.now().Sub(dc.base))
 }
 
 // Reset implements sluice.Limiter: it resets the hits in the limiter, then
@@ -165,37 +198,36 @@ func (dc *DenyCache) Reset(ctx context.Context, c sluice.Check) error {
 	// After the limiter's reset, so that no denial decided before it can
 	// be stored after the purge.
 	dc.gen.Add(1)
-	for i := range dc.shards {
-		dc.shards[i].purge(c.Hits, dc)
+	keys := make([]uint64, len(c.Hits))
+	for i, h := range c.Hits {
+		keys[i] = keyDigest(&dc.secret, h.Zone, h.Key)
 	}
+	dc.purge(keys)
 	return err
 }
 
-func (dc *DenyCache) shard(h uint64) *shard { return &dc.shards[h&dc.mask] }
-
-// hash returns a hash of everything that identifies c: equal checks have
-// equal hashes.
-func (dc *DenyCache) hash(c *sluice.Check) uint64 {
-	var mh maphash.Hash
-	mh.SetSeed(dc.seed)
-	maphash.WriteComparable(&mh, c.Cost)
-	mh.WriteString(c.Group)
-	for i := range c.Hits {
-		maphash.WriteComparable(&mh, c.Hits[i])
+// hold returns how long after the store's decision a hit's denial with the
+// given RetryAfter may be repeated. For the exact algorithms (log, gcra)
+// that is RetryAfter itself. The estimating ones compute RetryAfter in
+// floating point, tight to 1% (the tolerance internal/algo's tests hold them
+// to): their denials are held 1% and a microsecond less, so the cache never
+// outlasts the store's own denial.
+func hold(l sluice.Limit, retryAfter time.Duration) time.Duration {
+	switch l.Algo() {
+	case sluice.Log, sluice.GCRA:
+		return retryAfter
 	}
-	return mh.Sum64()
+	return retryAfter - retryAfter/100 - time.Microsecond
 }
 
-// sameCheck reports whether a and b are the same check for the cache. Shadow
-// checks are never stored, so Shadow need not be compared.
-func sameCheck(a, b *sluice.Check) bool {
-	if a.Cost != b.Cost || a.Group != b.Group || len(a.Hits) != len(b.Hits) {
-		return false
-	}
-	for i := range a.Hits {
-		if a.Hits[i] != b.Hits[i] {
-			return false
+// holdAll returns how long the denial d of c may be repeated: until the last
+// of its non-shadow denying hits may pass.
+func holdAll(c *sluice.Check, d *sluice.Decision) time.Duration {
+	var wait time.Duration
+	for i, r := range d.Hits {
+		if !r.Allowed && !r.Shadow {
+			wait = max(wait, hold(c.Hits[i].Limit, r.RetryAfter))
 		}
 	}
-	return true
+	return wait
 }

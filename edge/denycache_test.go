@@ -101,20 +101,20 @@ func TestDenyCacheMaxAge(t *testing.T) {
 func TestDenyCacheIsBounded(t *testing.T) {
 	clk := newClock()
 	f := newFlaky(t, clk.Now)
-	const max = 8
-	dc := newDenyCache(t, f, edge.DenyCacheOptions{Now: clk.Now, MaxEntries: max})
-	const keys = 100
+	const max = 4096
+	dc := newDenyCache(t, f, edge.DenyCacheOptions{Now: clk.Now, MaxBytes: max})
+	const keys = 1000
 	for i := range keys {
 		c := check(1, hit(fmt.Sprint("key", i), "1r/h", sluice.Log))
 		mustCheck(t, dc, c)
 		mustCheck(t, dc, c) // denied, stored
-		if n := dc.Stats().Entries; n > max {
-			t.Fatalf("%d entries after %d denials, want at most %d", n, i+1, max)
+		if b := dc.Stats().Bytes; b > max {
+			t.Fatalf("%d bytes after %d denials, want at most %d", b, i+1, max)
 		}
 	}
 	s := dc.Stats()
-	if s.Stored != keys || s.Evicted != keys-uint64(s.Entries) || s.Entries < max/2 {
-		t.Errorf("stats %+v after %d denials into %d entries", s, keys, max)
+	if s.Stored != keys || s.Evicted != keys-uint64(s.Entries) || s.Entries < 10 {
+		t.Errorf("stats %+v after %d denials into %d bytes", s, keys, max)
 	}
 	// The most recent denial is still there.
 	if d := mustCheck(t, dc, check(1, hit(fmt.Sprint("key", keys-1), "1r/h", sluice.Log))); d.Source != sluice.FromDenyCache {
@@ -122,19 +122,25 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	}
 }
 
-func TestDenyCacheLeastRecentlyUsedGoesFirst(t *testing.T) {
+// TestDenyCacheSecondChance: a denial that keeps being hit survives a
+// stream of one-off denials that overflow the cache.
+func TestDenyCacheSecondChance(t *testing.T) {
 	clk := newClock()
 	f := newFlaky(t, clk.Now)
-	dc := newDenyCache(t, f, edge.DenyCacheOptions{Now: clk.Now, MaxEntries: 1})
-	a, b := check(1, hit("a", "1r/h", sluice.Log)), check(1, hit("b", "1r/h", sluice.Log))
-	for _, c := range []sluice.Check{a, a, b, b} {
+	dc := newDenyCache(t, f, edge.DenyCacheOptions{Now: clk.Now, MaxBytes: 4096})
+	hot := check(1, hit("hot", "1r/h", sluice.Log))
+	mustCheck(t, dc, hot)
+	mustCheck(t, dc, hot)
+	for i := range 2000 {
+		c := check(1, hit(fmt.Sprint("cold", i), "1r/h", sluice.Log))
 		mustCheck(t, dc, c)
+		mustCheck(t, dc, c)
+		if d := mustCheck(t, dc, hot); d.Source != sluice.FromDenyCache {
+			t.Fatalf("after %d cold denials the hot one was evicted (source %v)", i+1, d.Source)
+		}
 	}
-	if d := mustCheck(t, dc, a); d.Source != sluice.FromStore {
-		t.Errorf("a: source %v, want store (evicted by b)", d.Source)
-	}
-	if s := dc.Stats(); s.Entries != 1 || s.Evicted != 2 {
-		t.Errorf("stats %+v, want 1 entry, 2 evicted", s)
+	if s := dc.Stats(); s.Evicted == 0 {
+		t.Errorf("stats %+v: the cold denials evicted nothing, the test did not fill the cache", s)
 	}
 }
 
@@ -218,7 +224,7 @@ func TestDenyCacheIgnoresDegradedDenials(t *testing.T) {
 
 func TestNewDenyCacheValidates(t *testing.T) {
 	f := newFlaky(t, nil)
-	for _, opts := range []edge.DenyCacheOptions{{MaxEntries: -1}, {MaxAge: -time.Second}} {
+	for _, opts := range []edge.DenyCacheOptions{{MaxBytes: -1}, {MaxBytes: 100}, {MaxAge: -time.Second}} {
 		if _, err := edge.NewDenyCache(f, opts); !errors.Is(err, sluice.ErrInvalid) {
 			t.Errorf("NewDenyCache(%+v) = %v, want ErrInvalid", opts, err)
 		}
@@ -240,7 +246,7 @@ func TestDenyCacheNeverDeniesWhatTheStoreAllows(t *testing.T) {
 		t.Run(string(algo), func(t *testing.T) {
 			clk := newClock()
 			behind, oracle := newMemstore(t, clk.Now), newMemstore(t, clk.Now)
-			dc := newDenyCache(t, behind, edge.DenyCacheOptions{Now: clk.Now, MaxEntries: 8})
+			dc := newDenyCache(t, behind, edge.DenyCacheOptions{Now: clk.Now, MaxBytes: 4096})
 			checks := propertyChecks(algo)
 			r := rand.New(rand.NewPCG(seed, uint64(len(algo))))
 			var last sluice.Check
@@ -350,11 +356,11 @@ func TestDenyCacheHitDoesNotAllocate(t *testing.T) {
 }
 
 // TestDenyCacheMemoryPerEntry measures the heap an entry takes for a
-// one-hit check (the figure in DenyCacheOptions.MaxEntries' doc and in
-// docs/failure.md) and fails if it grows past a loose bound.
+// one-hit check (the figure in DenyCacheOptions.MaxBytes' doc and in
+// docs/failure.md) and fails if it is more than the cache counts.
 func TestDenyCacheMemoryPerEntry(t *testing.T) {
 	clk := newClock()
-	dc := newDenyCache(t, newMemstore(t, clk.Now), edge.DenyCacheOptions{Now: clk.Now, MaxEntries: 10_000})
+	dc := newDenyCache(t, newMemstore(t, clk.Now), edge.DenyCacheOptions{Now: clk.Now})
 	checks := make([]sluice.Check, 10_000)
 	for i := range checks {
 		checks[i] = check(1, hit(fmt.Sprintf("user-%08d", i), "1r/h", sluice.SlidingWindow))
@@ -368,11 +374,58 @@ func TestDenyCacheMemoryPerEntry(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	n := dc.Stats().Entries
-	perEntry := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
-	t.Logf("%d entries held after %d denials, %.0f bytes each", n, len(checks), perEntry)
-	if perEntry > 1000 {
-		t.Errorf("%.0f bytes per entry, want well under 1000", perEntry)
+	s := dc.Stats()
+	perEntry := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(s.Entries)
+	t.Logf("%d entries held after %d denials, %.0f bytes each on the heap; the cache counts %d bytes in all (%+v)", s.Entries, len(checks), perEntry, s.Bytes, s)
+	if perEntry > 140 {
+		t.Errorf("%.0f bytes per entry, want at most 140", perEntry)
 	}
 	runtime.KeepAlive(checks)
+}
+
+// denyAll is a Limiter that denies every check for an hour as a store
+// would, keeping nothing: the heap measured behind it is the cache's.
+type denyAll struct{}
+
+func (denyAll) Check(_ context.Context, c sluice.Check, d *sluice.Decision) error {
+	d.Prepare(len(c.Hits))
+	for i := range d.Hits {
+		d.Hits[i] = sluice.HitResult{Remaining: 0, Used: float64(c.Hits[i].Limit.Rate), RetryAfter: time.Hour, ResetAfter: time.Hour}
+	}
+	d.Conclude(sluice.FromStore)
+	return nil
+}
+
+func (denyAll) Reset(context.Context, sluice.Check) error { return nil }
+
+// TestDenyCacheMemoryAttack is the attack of issue 8: thousands of denied
+// checks with keys of 60 KB each. The cache keeps fingerprints, not keys,
+// so its heap stays under its bound (it held ~122 KB per entry when it
+// kept the checks).
+func TestDenyCacheMemoryAttack(t *testing.T) {
+	const maxBytes = 1 << 20
+	dc := newDenyCache(t, denyAll{}, edge.DenyCacheOptions{MaxBytes: maxBytes})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	key := make([]byte, 60_000)
+	const n = 4000
+	for i := range n {
+		copy(key, fmt.Sprintf("attacker-%d-", i))
+		c := check(1, hit(string(key), "10r/m", sluice.SlidingWindow), hit(string(key[:len(key)/2]), "100r/h", sluice.GCRA))
+		if d := mustCheck(t, dc, c); d.Allowed {
+			t.Fatal("allowed")
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	s := dc.Stats()
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d denials of 60 KB keys: %d entries, the cache counts %d bytes (bound %d); the heap grew by %d bytes", n, s.Entries, s.Bytes, maxBytes, grown)
+	if s.Stored != n || s.Bytes > maxBytes {
+		t.Errorf("stats %+v, want %d stored in at most %d bytes", s, n, maxBytes)
+	}
+	if grown > maxBytes {
+		t.Errorf("the heap grew by %d bytes, more than the cache's bound %d", grown, maxBytes)
+	}
 }

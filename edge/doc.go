@@ -1,8 +1,9 @@
 // Package edge is the in-process layer in front of any sluice.Limiter: a
 // [Guard] that keeps deciding when the store cannot (timeouts, a store
-// breaker, a failure policy) and a [DenyCache] that repeats recent denials
-// without asking the store. Both are sluice.Limiters themselves, so they
-// stack; the usual order is
+// breaker, a failure policy), a [DenyCache] that repeats recent denials
+// without asking the store, and an [Async] limiter that decides from a
+// local view of the shared usage and counts in the background. All are
+// sluice.Limiters themselves, so they stack; the usual order is
 //
 //	store := redisstore ...                          // or memstore
 //	breaker, _ := edge.NewBreaker(edge.BreakerOptions{Name: "redis", Logger: log})
@@ -11,7 +12,11 @@
 //
 // The deny cache goes outside the guard: it keeps denying known offenders
 // during an outage (correctly: see below), and its hits never reach the
-// store or count against it.
+// store or count against it. An asynchronous limiter replaces the deny
+// cache, in front of the guard:
+//
+//	async, _ := edge.NewAsync(guard, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond})
+//	defer async.Close(ctx) // sends what is still owed
 //
 // # Failure policy
 //
@@ -77,10 +82,10 @@
 // the first successful probe. A Guard without a Breaker gets one of its own.
 //
 // The Breaker starts no goroutine and no timer: its state changes when a
-// Guard asks it or reports to it, reading BreakerOptions.Now. Nothing in
-// this package runs in the background or needs closing; the only
-// goroutines are the Guard's detached store calls while the store fails,
-// each ending when its call returns.
+// Guard asks it or reports to it, reading BreakerOptions.Now. Apart from
+// Async (below), nothing in this package runs in the background or needs
+// closing; the Guard's only goroutines are its detached store calls while
+// the store fails, each ending when its call returns.
 //
 // # What is logged and counted
 //
@@ -94,8 +99,10 @@
 // Counters are atomic and read with Stats: [GuardStats] (decisions by
 // degraded source, store errors, timeouts, checks skipped by the open
 // breaker), [BreakerStats] (state, consecutive failures, opens, probes,
-// failed probes) and [DenyCacheStats] (hits, denials stored, evictions,
-// entries). This package does not import a metrics library; the server
+// failed probes), [DenyCacheStats] (hits, denials stored, evictions,
+// entries, bytes) and [AsyncStats] (local and synchronous decisions,
+// pending cost, flushes and their latency, view age, dropped and
+// unrecorded cost). This package does not import a metrics library; the server
 // exports these as Prometheus metrics.
 //
 // # Deny cache
@@ -132,9 +139,98 @@
 //
 // Only denials the store made (Source sluice.FromStore) are stored: not a
 // fail-closed denial, not the fallback's. Peeks (cost 0) and shadow checks
-// pass straight through. The cache holds at most DenyCacheOptions.MaxEntries
-// (10,000) denials in up to 32 independently locked shards, each forgetting
-// its least recently used entry when full; an expired entry is dropped when
-// next seen. A cache hit takes one hash and one shard lock and does not
-// allocate.
+// pass straight through.
+//
+// The cache keeps no string of a check. A denial is stored under a 128-bit
+// fingerprint of the check's identity (cost, group, shadow flag and, per
+// hit, zone, key and limit: everything but the limit's name, which changes
+// nothing the store decides), keyed by a random secret per cache, with the
+// decision's fixed-size hit results and a 64-bit digest of each hit's zone
+// and key (for Reset). A one-hit denial takes 128 bytes however long its
+// keys; the cache's heap, table included, is bounded by
+// DenyCacheOptions.MaxBytes (4 MiB). The table is set-associative (8 slots
+// per set) and read without a lock: a hit hashes each key once, reads the
+// monotonic clock once, loads a few atomic pointers and allocates nothing.
+// Writers (a new denial, a Reset) take one mutex; they follow a store call,
+// which costs far more. When full, the cache forgets denials by CLOCK
+// (second chance): a hit sets its denial's reference bit (once per pass of
+// the hand, so hot denials are not written on every hit) and the hand
+// spares referenced denials once. Expired denials are dropped as the hand
+// or a new denial of their set finds them.
+//
+// # Asynchronous mode
+//
+// An [Async] limiter decides checks without the store. For each key (hit,
+// group and shadow flag) it keeps a view, the store's last answer about it
+// (what remained, and when), and the cost admitted here and not yet
+// recorded by the store (pending, and in flight). A check whose keys all
+// have a view younger than AsyncOptions.MaxViewAge (1m) is decided
+// locally, Source sluice.FromLocalView: a non-shadow hit allows if its
+// unrecorded cost plus the check's fits in its budget, what remained at the
+// last answer divided by AsyncOptions.Processes (rounded up). An allowed
+// check adds its cost to each key's pending cost. A key without a usable
+// view (first seen, stale, or the table full) is checked by the store
+// synchronously, and the answer becomes its view.
+//
+// Pending cost goes to the store in flush rounds: every SyncInterval
+// (100 ms), and at once for the keys whose unrecorded cost reaches half
+// their budget. One coordinating goroutine runs the rounds, one at a time;
+// Flushers (16) goroutines make the store calls. Keys that owe the same
+// cost (with the same group and shadow flag) go together, up to 16 in one
+// check; if the store denies that check (a key filled meanwhile), nothing
+// was recorded and each key is sent by itself. The Redis store further
+// coalesces concurrent calls into batched script calls. Keys wait on one queue, each at most once, so the
+// queue is bounded by MaxKeys (100,000). No goroutine or timer is started
+// per request. A slow store makes rounds longer, each carrying more cost
+// per key, rather than piling calls up. The reply to a flush is the key's
+// new view. A key denied here whose view is older than SyncInterval is
+// queued for a refresh (a peek), so a refill is seen within an interval.
+// Close sends everything pending before it returns.
+//
+// Why 100 ms: keys near their limit are sent as soon as they use half
+// their budget, so the interval mostly bounds how stale other processes'
+// view of the other keys is, and the store's load: one call per active key
+// per interval and process. 100 ms keeps the view of a busy key within a
+// tenth of a second and cuts the store's calls for a key admitted 10,000
+// times a second by 1,000; spread workloads, whose keys see a few checks
+// a second each, are bounded by how fast the store takes flushes, not by
+// the interval (see README.md, Measured).
+//
+// # Accuracy bound
+//
+// A store denial records nothing, so a flush that does not fit records
+// what remains (the store's Remaining) and the rest is over-admission that
+// is seen and counted (AsyncStats.Unrecorded); the key's view is then zero
+// until a refresh says otherwise. Each process admits, between two answers
+// about a key, at most its budget ceil(R/P), R being what remained at the
+// last answer and P AsyncOptions.Processes; and at most what it admits in
+// one round, λ·(T + 2L) for a local rate λ on the key, sync interval T and
+// flush round length L. Hence, for N processes sharing a key whose limit
+// is Rate per window, when the key fills:
+//
+//	over-admission ≤ N · min(ceil(Rate/P), λ·(T + 2L))
+//
+// With P = N (each process told the fleet's size) that is at most about
+// one Rate, and N·λ·(T + 2L) when the local rates are low; with P = 1
+// (the default, Kong's sync_rate behaviour) up to N·Rate. The bound holds
+// at each filling; a key that refills within a window (sliding windows,
+// decay, gcra) may fill again, and each refill r may be admitted up to N/P
+// times over. TestAsyncOverAdmissionBound measures it on real Redis: N = 4
+// limiters, 64 callers, one key of 1000 per hour, T = 50 ms.
+//
+// # Async and failures
+//
+// A flush that fails (sluice.ErrUnavailable, a timeout, or a decision not
+// made by the store, such as a Guard's failure policy) leaves the cost
+// owed; the key is sent again at the next round. Meanwhile checks are
+// still decided from the views, until they are older than MaxViewAge; then
+// they go to the wrapped limiter, which for a Guard means its failure
+// policy (without I/O once its breaker is open). So put the Async in front
+// of a Guard, not of a DenyCache (whose answers are not the store's).
+// What is owed is bounded: at most MaxKeys keys, each owing at most its
+// budget (local decisions never admit past it). Cost owed for longer than
+// its limit's window is dropped, not sent (it would count in the wrong
+// window), and so is what Close could not send before its context ended;
+// both are counted in AsyncStats.Dropped. A Reset forgets the key's view
+// and pending cost, then resets the store.
 package edge

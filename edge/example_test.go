@@ -70,3 +70,28 @@ func ExampleDenyCache() {
 	// false deny-cache 30s
 	// cache hits: 1
 }
+
+// An Async limiter decides from its view of the store's usage and sends
+// the cost in the background; Close sends what is still owed.
+func ExampleAsync() {
+	store, _ := memstore.New(memstore.Options{})
+	limiter, _ := edge.NewAsync(store, edge.AsyncOptions{SyncInterval: time.Second})
+
+	limit, _ := sluice.ParseLimit("100r/h")
+	c := sluice.Check{Hits: []sluice.Hit{{Key: "user-42", Limit: limit}}, Cost: 1}
+	var d sluice.Decision
+	for range 3 {
+		limiter.Check(context.Background(), c, &d)
+		fmt.Println(d.Allowed, d.Source, d.Hits[0].Remaining)
+	}
+	limiter.Close(context.Background())
+
+	c.Cost = 0 // a peek
+	store.Check(context.Background(), c, &d)
+	fmt.Println("recorded by the store:", d.Hits[0].Used)
+	// Output:
+	// true store 99
+	// true local-view 98
+	// true local-view 97
+	// recorded by the store: 3
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,3 +168,10 @@ func denierOf(d any) int {
 	}
 	return -1
 }
+
+// atomicInt is an int64 counter safe for concurrent use.
+type atomicInt struct{ atomic.Int64 }
+
+// testingProcs is GOMAXPROCS, by which RunParallel multiplies its
+// parallelism.
+func testingProcs() int { return runtime.GOMAXPROCS(0) }

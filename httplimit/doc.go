@@ -19,8 +19,9 @@
 // use FirstOf(Header("X-API-Key"), ClientAddr(trusted)).
 //
 // Decisions about keys: ClientAddr believes X-Forwarded-For (read from the
-// right) and, failing that, X-Real-IP only from listed trusted proxies;
-// garbage written by a trusted proxy is no key rather than a made-up one.
+// right) and, failing that, X-Real-IP only from listed trusted proxies; two
+// that disagree, or garbage written by a trusted proxy, are no key rather
+// than a made-up one.
 // Combine escapes '|' and '\' in its parts so that different combinations
 // never share a key; FirstOf prefixes the key with the index of the source
 // that produced it ("0:", "1:") so that a token can never equal an address.

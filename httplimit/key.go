@@ -37,8 +37,14 @@ type KeyFunc func(r *http.Request) (string, error)
 // Entries may carry a port ("192.0.2.1:1234", "[2001:db8::1]:1234") and
 // several X-Forwarded-For fields are read as one list, in order. A trusted
 // peer that sends no X-Forwarded-For may send X-Real-IP instead (nginx's
-// proxy_set_header X-Real-IP $remote_addr): its one address is the
-// client. The Forwarded field (RFC 7239) is not read.
+// proxy_set_header X-Real-IP $remote_addr): its one address, with or
+// without a port, is the client. A peer that sends both must agree with
+// itself: X-Real-IP must be the last X-Forwarded-For entry (the address
+// the peer appended). When they differ, one of them came from the client
+// unchanged (a proxy that sets X-Real-IP but passes the client's
+// X-Forwarded-For on, or one that appends to X-Forwarded-For but passes
+// the client's X-Real-IP on), nobody can tell which, and the request has
+// no key. The Forwarded field (RFC 7239) is not read.
 func ClientAddr(trusted []netip.Prefix) KeyFunc {
 	trusted = append([]netip.Prefix(nil), trusted...)
 	return func(r *http.Request) (string, error) {
@@ -62,6 +68,9 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) (netip.Addr, error) {
 	values := r.Header.Values("X-Forwarded-For")
 	if len(values) == 0 {
 		return realIP(r, peer)
+	}
+	if err := agree(r, peer, values); err != nil {
+		return netip.Addr{}, err
 	}
 	for i := len(values) - 1; i >= 0; i-- {
 		list := values[i]
@@ -101,6 +110,28 @@ func realIP(r *http.Request, peer netip.Addr) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("httplimit: X-Real-IP %q from trusted proxy %s is not an IP address: %w", v[0], peer, ErrNoKey)
 	}
 	return a, nil
+}
+
+// agree checks that an X-Real-IP field sent beside X-Forwarded-For names
+// the last X-Forwarded-For entry.
+func agree(r *http.Request, peer netip.Addr, xff []string) error {
+	v := r.Header["X-Real-Ip"]
+	if len(v) == 0 || strings.TrimSpace(v[0]) == "" {
+		return nil
+	}
+	real, err := realIP(r, peer)
+	if err != nil {
+		return err
+	}
+	last := xff[len(xff)-1]
+	if j := strings.LastIndexByte(last, ','); j >= 0 {
+		last = last[j+1:]
+	}
+	last = strings.TrimSpace(last)
+	if a, err := parseAddr(last); err != nil || a != real {
+		return fmt.Errorf("httplimit: trusted proxy %s sent X-Real-IP %s but X-Forwarded-For ending in %q: one of them is the client's own; make the proxy set X-Real-IP and append to X-Forwarded-For, or send only one: %w", peer, real, last, ErrNoKey)
+	}
+	return nil
 }
 
 // parseAddr parses an IP address with an optional port, dropping any IPv6

@@ -48,7 +48,15 @@ func TestClientAddr(t *testing.T) {
 		{name: "unusable remote address", remote: "pipe", wantErr: true},
 		{name: "x-real-ip from a trusted proxy", trusted: true, remote: "10.1.2.3:80", realIP: "203.0.113.9", want: "203.0.113.9"},
 		{name: "x-real-ip from anyone else", trusted: true, remote: "198.51.100.1:80", realIP: "203.0.113.9", want: "198.51.100.1"},
-		{name: "x-forwarded-for wins over x-real-ip", trusted: true, remote: "10.1.2.3:80", realIP: "6.6.6.6", xff: []string{"203.0.113.9"}, want: "203.0.113.9"},
+		{name: "x-real-ip with a port", trusted: true, remote: "10.1.2.3:80", realIP: "203.0.113.9:80", want: "203.0.113.9"},
+		{name: "x-real-ip with a port, ipv6", trusted: true, remote: "10.1.2.3:80", realIP: "[2001:db8::1]:80", want: "2001:db8::1"},
+		// nginx with proxy_set_header X-Real-IP $remote_addr and
+		// X-Forwarded-For $proxy_add_x_forwarded_for.
+		{name: "x-real-ip names the entry the proxy appended", trusted: true, remote: "10.1.2.3:80", realIP: "203.0.113.9", xff: []string{"6.6.6.6", "203.0.113.9"}, want: "203.0.113.9"},
+		// A proxy that passes the client's X-Real-IP on (or the client's
+		// X-Forwarded-For): one of the two is forged, nobody can tell which.
+		{name: "x-real-ip and x-forwarded-for disagree", trusted: true, remote: "10.1.2.3:80", realIP: "6.6.6.6", xff: []string{"203.0.113.9"}, wantErr: true},
+		{name: "x-forwarded-for from the client beside x-real-ip", trusted: true, remote: "10.1.2.3:80", realIP: "203.0.113.9", xff: []string{"6.6.6.6"}, wantErr: true},
 		{name: "bad x-real-ip from a trusted proxy", trusted: true, remote: "10.1.2.3:80", realIP: "nope", wantErr: true},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // Options configure a Middleware. The zero value limits each client
@@ -57,8 +58,9 @@ type Middleware struct {
 	// Its capacity equals its length, so a handler that appends to the
 	// header reallocates instead of writing into the shared array.
 	policy []string
-	// labels are the limits' labels, and items the same encoded as
-	// Structured Field Strings.
+	// labels are the limits' names in the RateLimit fields (their labels,
+	// made unique), and items the same encoded as Structured Field
+	// Strings.
 	labels, items []string
 	pool          sync.Pool
 }
@@ -73,8 +75,9 @@ type state struct {
 }
 
 // New returns a middleware that checks limits on limiter. limits must
-// hold 1 to sluice.MaxHits valid limits that do not share state. The
-// error wraps sluice.ErrInvalid and says what is wrong.
+// hold 1 to sluice.MaxHits valid limits that do not share state, whose
+// names are printable ASCII (the RateLimit fields carry them). The error
+// wraps sluice.ErrInvalid and says what is wrong.
 func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middleware, error) {
 	if limiter == nil {
 		return nil, fmt.Errorf("httplimit: %w: nil limiter", sluice.ErrInvalid)
@@ -97,17 +100,23 @@ func New(limiter sluice.Limiter, limits []sluice.Limit, opts Options) (*Middlewa
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	for i, l := range limits {
+		if !httpfields.SFSafe(l.Name) {
+			return nil, fmt.Errorf("httplimit: %w: limits[%d]: name %q: use printable ASCII, which the RateLimit fields carry", sluice.ErrInvalid, i, l.Name)
+		}
+	}
 	m := &Middleware{limiter: limiter, limits: append([]sluice.Limit(nil), limits...), opts: opts}
 	probe := sluice.Check{Hits: m.hits("key"), Cost: opts.Cost, Group: opts.Group}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	if v := AppendPolicy(nil, probe); len(v) > 0 {
+	if v := httpfields.AppendPolicy(nil, probe); len(v) > 0 {
 		m.policy = []string{string(v)}
 	}
-	for _, l := range m.limits {
-		m.labels = append(m.labels, l.Label())
-		m.items = append(m.items, string(appendSFString(nil, l.Label())))
+	var buf [sluice.MaxHits]string
+	for _, id := range httpfields.FieldIDs(&buf, probe) {
+		m.labels = append(m.labels, id)
+		m.items = append(m.items, string(httpfields.AppendSFString(nil, id)))
 	}
 	m.pool.New = func() any { return &state{hits: m.hits("")} }
 	return m, nil
@@ -178,11 +187,11 @@ func (m *Middleware) release(s *state) {
 
 func (m *Middleware) setFields(h http.Header, c sluice.Check, s *state) {
 	if m.policy != nil {
-		h[FieldPolicy] = m.policy
+		h[httpfields.FieldPolicy] = m.policy
 	}
-	s.buf = appendRateLimit(s.buf[:0], c, &s.d, m.items)
+	s.buf = httpfields.AppendRateLimitItems(s.buf[:0], c, &s.d, m.items)
 	if len(s.buf) > 0 {
-		h[FieldRateLimit] = []string{string(s.buf)}
+		h[httpfields.FieldRateLimit] = []string{string(s.buf)}
 	}
 }
 
@@ -190,14 +199,14 @@ func (m *Middleware) deny(w http.ResponseWriter, c sluice.Check, s *state) {
 	h := w.Header()
 	m.setFields(h, c, s)
 	s.buf = appendRetryAfter(s.buf[:0], &s.d)
-	h[FieldRetryAfter] = []string{string(s.buf)}
-	p := deniedProblem(m.opts.DenyStatus, c, &s.d, s.violated, m.labels)
+	h[httpfields.FieldRetryAfter] = []string{string(s.buf)}
+	p := httpfields.DeniedProblem(m.opts.DenyStatus, c, &s.d, s.violated, m.labels)
 	s.violated = p.ViolatedPolicies
-	s.buf = writeProblem(w, &p, s.buf)
+	s.buf = httpfields.WriteProblemBuf(w, &p, s.buf)
 }
 
 func appendRetryAfter(dst []byte, d *sluice.Decision) []byte {
-	return appendParam(dst, "", retryAfter(d))
+	return httpfields.AppendParam(dst, "", httpfields.RetryAfterSeconds(d))
 }
 
 func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, err error) {

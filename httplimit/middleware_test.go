@@ -251,6 +251,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative cost", []sluice.Limit{ten}, httplimit.Options{Cost: -1}},
 		{"cost above rate", []sluice.Limit{ten}, httplimit.Options{Cost: 11}},
 		{"deny status", []sluice.Limit{ten}, httplimit.Options{DenyStatus: 200}},
+		{"name a header cannot carry", []sluice.Limit{{Name: "minüte", Rate: 10, Window: time.Minute}}, httplimit.Options{}},
 	}
 	for _, tt := range tests {
 		if _, err := httplimit.New(store, tt.limits, tt.opts); !errors.Is(err, sluice.ErrInvalid) {

@@ -3,6 +3,7 @@ package memstore
 import (
 	"hash/maphash"
 	"math/bits"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -20,7 +21,8 @@ type batch struct {
 	order   [sluice.MaxHits]uint32 // distinct shards, ascending
 	nlocked int
 	entries [sluice.MaxHits]*entry
-	stored  [sluice.MaxHits]bool // entries[i] is in its shard
+	stored  [sluice.MaxHits]bool        // entries[i] is in its shard
+	sums    [sluice.MaxHits][idSum]byte // digest of hit i's identity, if long
 	hits    [sluice.MaxHits]algo.Hit
 	out     [sluice.MaxHits]algo.Outcome
 }
@@ -39,6 +41,11 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 		}
 		kh := s.keyHash(c.Group, h.Zone, h.Key)
 		b.shard[i] = uint32(kh & s.mask)
+		if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+			// A copy of the group: c.Group itself reaching the hash's
+			// interface would make every caller's Hits escape.
+			digest(&b.sums[i], strings.Clone(c.Group), h.Zone, h.Key)
+		}
 		b.hashes[i] = stateHash(kh, b.key(i, c.Group))
 		b.addShard(b.shard[i])
 	}
@@ -51,7 +58,11 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 // algo.Decide's interfaces.)
 func (b *batch) key(i int, group string) stateKey {
 	p := &b.hits[i].Params
-	return stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	k := stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
+		k.sum = &b.sums[i]
+	}
+	return k
 }
 
 // addShard inserts sh into the sorted distinct shards of order, unless it

@@ -24,15 +24,17 @@
 // from choosing colliding keys. Each algorithm's state lives in the same
 // allocation as its entry, and so do zone and key when together they fit in
 // 32 bytes (addresses, user and token IDs): a lookup touches the map and
-// one object.
+// one object. Up to 64 bytes they are kept whole in a string of their own;
+// longer, as their SHA-256 digest (computed on the stack), so that a
+// state's size does not depend on its key.
 //
 // A check works in fixed arrays of sluice.MaxHits elements on the stack and
 // hashes the caller's strings in place. Checking a key that already has
 // state allocates nothing when the Decision passed in is reused (the log
 // algorithm's event slice aside, which grows to the rate and is then
 // reused). A new key costs its entry, plus one copy of its zone and key
-// when they are longer than 32 bytes: the store copies them and never pins
-// the caller's buffers.
+// when they are 33 to 64 bytes long: the store never pins the caller's
+// buffers.
 //
 // # Expiry of idle state
 //
@@ -78,8 +80,11 @@
 // buckets state with the default 10 buckets (8 more bytes per extra bucket)
 // and 135 per log state holding one event, plus about 16 bytes per further
 // distinct recording instant in its window, up to Rate of them. A zone and
-// key longer than 32 bytes together add their length. At the default bound
-// of 1,000,000 sliding-window states that is about 120 MB.
+// key of 33 to 64 bytes together add their length; a longer pair nothing,
+// being kept as its digest. Whatever the key, a sliding-window state holds
+// at most 256 bytes (TestMemoryBoundLongKeys, TestMemoryPerKeyLength), so
+// the default bound of 1,000,000 states caps the store at 256 MB; see
+// docs/memstore.md.
 //
 // # Time
 //

@@ -126,7 +126,8 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	h := c.Hits[0]
 	l := h.Limit
 	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
-	k := stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}
+	var sum [idSum]byte
+	k := identity(stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}, &sum)
 	kh := s.keyHash(c.Group, h.Zone, h.Key)
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, k)
 	sh.mu.Lock()

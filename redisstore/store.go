@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // Store is a sluice.Limiter whose state lives in Redis and is changed only
@@ -178,18 +179,15 @@ func (s *Store) failure(ctx context.Context, op string, c sluice.Check, err erro
 	return fmt.Errorf("redisstore: %s %s: %w: %w", op, describe(c), sluice.ErrUnavailable, err)
 }
 
-// describe names a check in errors: its first hit's zone and key (at most
-// 64 bytes of it) and how many hits follow.
+// describe names a check in errors and logs: its first hit's zone and the
+// digest of its key (keys are often credentials; see internal/keyname), and
+// how many hits follow.
 func describe(c sluice.Check) string {
 	if len(c.Hits) == 0 {
 		return "(no hits)"
 	}
 	h := c.Hits[0]
-	key := h.Key
-	if len(key) > 64 {
-		key = key[:64] + "..."
-	}
-	s := fmt.Sprintf("zone %q key %q", h.Zone, key)
+	s := fmt.Sprintf("zone %q key %s", h.Zone, keyname.Of(h.Key))
 	if len(c.Hits) > 1 {
 		s += fmt.Sprintf(" (+%d hits)", len(c.Hits)-1)
 	}

@@ -47,6 +47,14 @@ func parseURL(raw string) (connURL, error) {
 	return u, nil
 }
 
+// CheckURL reports whether New would accept raw as Options.URL, without
+// connecting: it is how a configuration is validated before a server
+// starts. The error wraps sluice.ErrInvalid and hides the password.
+func CheckURL(raw string) error {
+	_, err := parseURL(raw)
+	return err
+}
+
 func parseURLParts(raw string) (connURL, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {

@@ -33,6 +33,8 @@ type benchFlags struct {
 	hot                    float64
 	cost                   int64
 	json                   bool
+	// rls holds the flags of the Envoy rate-limit targets.
+	rls rlsBenchFlags
 	// closeStore releases the store of a -store run; nil otherwise.
 	closeStore func() error
 }
@@ -58,6 +60,7 @@ func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 	fs.Int64Var(&f.cost, "cost", 1, "cost of each check")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "with -server or -url: timeout of each request")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
+	f.rls.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -65,13 +68,13 @@ func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 		return nil, usageErrorf(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	n := 0
-	for _, s := range []string{f.server, f.target, f.store} {
+	for _, s := range []string{f.server, f.target, f.store, f.rls.grpc, f.rls.json} {
 		if s != "" {
 			n++
 		}
 	}
 	if n > 1 {
-		return nil, usageErrorf(fs, "-server, -url and -store are exclusive: pick one target")
+		return nil, usageErrorf(fs, "-server, -url, -store, -grpc and -rls-json are exclusive: pick one target")
 	}
 	if n == 0 {
 		f.store = "memory"
@@ -99,7 +102,7 @@ func usageErrorf(fs *flag.FlagSet, format string, args ...any) error {
 func runBench(ctx context.Context, env Env, args []string) int {
 	f, err := parseBenchFlags(env, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	target, newOp, err := f.plan()
 	if f.closeStore != nil {
@@ -164,6 +167,8 @@ func (f *benchFlags) plan() (string, func(int) (loadgen.Op, error), error) {
 		return "POST " + base + checkPath, func(w int) (loadgen.Op, error) {
 			return loadgen.HTTPOp(client, req, keys.Picker(w)), nil
 		}, nil
+	case f.rls.grpc != "" || f.rls.json != "":
+		return f.planRLS(keys)
 	case f.target != "":
 		if _, err := parseBaseURL(f.target); err != nil {
 			return "", nil, err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,13 +17,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/wire"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// The server's decision API (internal/server).
+// The server's decision API (internal/server, internal/wire).
 const (
-	checkPath = "/v1/check"
-	resetPath = "/v1/reset"
+	checkPath = wire.CheckPath
+	resetPath = wire.ResetPath
 )
 
 // defaultServer is where "sluice serve" listens without flags.
@@ -45,16 +47,20 @@ type apiFlags struct {
 	timeout time.Duration
 	json    bool
 	keys    []string
+	// token is the admin token sent as a bearer token
+	// ($SLUICE_ADMIN_TOKEN); empty sends none.
+	token string
+	// serverEnv is $SLUICE_SERVER, the default of -server.
+	serverEnv string
 	// Direct use of Redis, without a server.
 	redis, prefix, limit, algorithm string
 }
 
 func (f *apiFlags) register(env Env, fs *flag.FlagSet) {
-	server := env.Getenv("SLUICE_SERVER")
-	if server == "" {
-		server = defaultServer
-	}
-	fs.StringVar(&f.server, "server", server, "base `URL` of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
+	// The default is resolved in parse, so that -h prints it once.
+	fs.StringVar(&f.server, "server", "", "base `URL` of the sluice server (default $SLUICE_SERVER, else "+defaultServer+")")
+	f.token = env.Getenv("SLUICE_ADMIN_TOKEN")
+	f.serverEnv = env.Getenv("SLUICE_SERVER")
 	fs.StringVar(&f.zone, "zone", config.DemoZone, "zone to use")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "timeout of the request")
 	fs.BoolVar(&f.json, "json", false, "print the answer as JSON (the server's JSON with -server)")
@@ -89,6 +95,7 @@ func (f *apiFlags) parse(fs *flag.FlagSet, args []string) (string, error) {
 			return "", usageErrorf(fs, "-%s applies only with -redis", name)
 		}
 	}
+	f.server = cmp.Or(f.server, f.serverEnv, defaultServer)
 	base, err := parseBaseURL(f.server)
 	if err != nil {
 		return "", usageErrorf(fs, "-server: %v", err)
@@ -104,7 +111,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	fs.Int64Var(&cost, "cost", 1, "cost to spend; 0 only reports the state")
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	var d *apiDecision
 	var raw []byte
@@ -126,7 +133,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 	case f.json:
 		json.NewEncoder(env.Stdout).Encode(d)
 	default:
-		d.print(env.Stdout)
+		printDecision(env.Stdout, d)
 	}
 	if !d.Allowed {
 		return exitDenied
@@ -136,7 +143,7 @@ func runCheck(ctx context.Context, env Env, args []string) int {
 
 // checkServer asks the server, and returns its decision and its JSON.
 func checkServer(ctx context.Context, base string, f apiFlags, cost int64) (*apiDecision, []byte, error) {
-	_, raw, err := post(ctx, base+checkPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
+	_, raw, err := post(ctx, base+checkPath, f.timeout, f.token, apiRequest{Zone: f.zone, Keys: f.keys, Cost: &cost})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -166,37 +173,17 @@ func (f *apiFlags) checkRedis(ctx context.Context, cost int64) (*apiDecision, er
 	return decisionView(f.zone, c, &d), nil
 }
 
-// apiRequest is the body of POST /v1/check and /v1/reset.
-type apiRequest struct {
-	Zone string   `json:"zone"`
-	Keys []string `json:"keys"`
-	Cost *int64   `json:"cost,omitempty"`
-}
+// The bodies of the decision API, as internal/wire defines them for the
+// server, the CLI and the tests.
+type (
+	apiRequest  = wire.Request
+	apiDecision = wire.Response
+	apiHit      = wire.Limit
+)
 
-// apiDecision is the answer of POST /v1/check, 200 or 429.
-type apiDecision struct {
-	Allowed    bool     `json:"allowed"`
-	Zone       string   `json:"zone"`
-	Source     string   `json:"source"`
-	Shadowed   bool     `json:"shadowed"`
-	RetryAfter float64  `json:"retry_after"`
-	Limits     []apiHit `json:"limits"`
-}
-
-type apiHit struct {
-	Key        string  `json:"key"`
-	Name       string  `json:"name"`
-	Limit      string  `json:"limit"`
-	Algorithm  string  `json:"algorithm"`
-	Allowed    bool    `json:"allowed"`
-	Shadow     bool    `json:"shadow"`
-	Used       float64 `json:"used"`
-	Remaining  int64   `json:"remaining"`
-	RetryAfter float64 `json:"retry_after"`
-	ResetAfter float64 `json:"reset_after"`
-}
-
-func (d *apiDecision) print(w io.Writer) {
+// printDecision writes d for a person: the verdict, then a table of the
+// limits.
+func printDecision(w io.Writer, d *apiDecision) {
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "denied: retry after " + seconds(d.RetryAfter)
@@ -230,10 +217,11 @@ func seconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
-// post sends body as JSON to url and returns the status and the body of a
+// post sends body as JSON to url, with token as a bearer token unless it
+// is empty, and returns the status and the body of a
 // 2xx or 429 answer. Any other answer is an error quoting the server's
 // problem detail.
-func post(ctx context.Context, url string, timeout time.Duration, body any) (int, []byte, error) {
+func post(ctx context.Context, url string, timeout time.Duration, token string, body any) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	data, err := json.Marshal(body)
@@ -245,6 +233,9 @@ func post(ctx context.Context, url string, timeout time.Duration, body any) (int
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -281,27 +272,6 @@ func problemText(status string, raw []byte) string {
 // key, for the load generator: no allocation beyond dst.
 func checkBody(zone string, cost int64) func(dst []byte, key string) []byte {
 	return func(dst []byte, key string) []byte {
-		dst = append(dst, `{"zone":`...)
-		dst = appendJSONString(dst, zone)
-		dst = append(dst, `,"key":`...)
-		dst = appendJSONString(dst, key)
-		dst = append(dst, `,"cost":`...)
-		dst = strconv.AppendInt(dst, cost, 10)
-		return append(dst, '}')
+		return wire.AppendRequest(dst, zone, key, cost)
 	}
-}
-
-// appendJSONString appends s as a JSON string. strconv.Quote is not JSON
-// for control and non-ASCII bytes, so anything unusual goes through
-// encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }

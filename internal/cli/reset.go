@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 var resetCommand = command{
@@ -20,12 +21,12 @@ func runReset(ctx context.Context, env Env, args []string) int {
 	f.register(env, fs)
 	base, err := f.parse(fs, args)
 	if err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if f.redis != "" {
 		err = f.resetRedis(ctx)
 	} else {
-		_, _, err = post(ctx, base+resetPath, f.timeout, apiRequest{Zone: f.zone, Keys: f.keys})
+		_, _, err = post(ctx, base+resetPath, f.timeout, f.token, apiRequest{Zone: f.zone, Keys: f.keys})
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice reset: %v\n", err)
@@ -35,7 +36,7 @@ func runReset(ctx context.Context, env Env, args []string) int {
 		return 1
 	}
 	if f.json {
-		fmt.Fprintf(env.Stdout, "{\"zone\":%s,\"reset\":%d}\n", appendJSONString(nil, f.zone), len(f.keys))
+		fmt.Fprintf(env.Stdout, "{\"zone\":%s,\"reset\":%d}\n", wire.AppendString(nil, f.zone), len(f.keys))
 		return 0
 	}
 	fmt.Fprintf(env.Stdout, "reset %d key(s) in zone %s\n", len(f.keys), f.zone)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -38,7 +39,9 @@ func (f *serveFlags) register(env Env, fs *flag.FlagSet) {
 	fs.StringVar(&f.overrides.Listen, "listen", env.Getenv("SLUICE_LISTEN"), "`host:port` of the API listener (env SLUICE_LISTEN; default 127.0.0.1:8080)")
 	fs.StringVar(&f.overrides.Store, "store-url", env.Getenv("SLUICE_STORE_URL"), "store: memory or a redis:// `URL` (env SLUICE_STORE_URL; default memory)")
 	fs.StringVar(&f.overrides.LogFormat, "log-format", env.Getenv("SLUICE_LOG_FORMAT"), "log `format`: text or json (env SLUICE_LOG_FORMAT; default text)")
+	f.overrides.AdminToken = env.Getenv("SLUICE_ADMIN_TOKEN") // no flag: a flag shows in ps
 	fs.StringVar(&f.overrides.LogLevel, "log-level", env.Getenv("SLUICE_LOG_LEVEL"), "log `level`: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info)")
+	registerRLSFlags(env, fs, &f.overrides)
 }
 
 func runServe(ctx context.Context, env Env, args []string) int {
@@ -46,10 +49,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "serve", "[flags]")
 	f.register(env, fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "sluice serve: unexpected argument %q\n", fs.Arg(0))
@@ -64,7 +64,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	if f.checkConfig {
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
-		return 0
+		return checkRLSConfig(env, cfg)
 	}
 	return serve(ctx, env, f, cfg)
 }
@@ -134,7 +134,8 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 		for {
 			select {
 			case <-hup:
-				srv.Reload() // logged and counted by the server
+				srv.Reload()    // logged and counted by the server
+				srv.ReloadRLS() // likewise; a no-op without rls.config_dir
 			case <-done:
 				return
 			}
@@ -147,27 +148,43 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 }
 
 // printBanner says where the server listens and how to try it: a curl
-// line that works as printed against the first API listener and zone.
+// line that works as printed against the listener serving /v1/check (the
+// first API listener, or the first admin listener when check is an admin
+// endpoint there) and the first zone.
 func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 	for _, a := range addrs {
-		fmt.Fprintf(w, "sluice: serving %s on http://%s\n", a.Role, a.Addr)
+		scheme := "http://"
+		if a.Role == config.GRPC {
+			scheme = "grpc://"
+		}
+		fmt.Fprintf(w, "sluice: serving %s on %s%s\n", a.Role, scheme, a.Addr)
+	}
+	role := config.API
+	adminCheck := cfg.Admin.IsAdmin(config.EndpointCheck)
+	if adminCheck && slices.ContainsFunc(addrs, func(a server.Addr) bool { return a.Role == config.AdminRole }) {
+		role = config.AdminRole
 	}
 	for _, a := range addrs {
-		if a.Role != config.API {
+		if a.Role != role || len(cfg.Zones) == 0 {
 			continue
 		}
 		base := "http://" + dialable(a.Addr)
 		zone := cfg.Zones[0]
 		fmt.Fprintf(w, "\nTry it (zone %q allows %s per key):\n\n", zone.Name, limitsText(zone))
-		fmt.Fprintf(w, "  %s\n\n", curlLine(base, zone.Name))
+		fmt.Fprintf(w, "  %s\n\n", curlLine(base, zone.Name, adminCheck && cfg.Admin.Token != ""))
 		fmt.Fprintf(w, "Run it %d times: the last answer is 429 with Retry-After. Metrics: %s/metrics\n", zone.Limits[0].Rate+1, base)
 		return
 	}
 }
 
-// curlLine is a shell command that checks the key "alice" in zone.
-func curlLine(base, zone string) string {
-	return fmt.Sprintf(`curl -i -X POST %s/v1/check -H 'Content-Type: application/json' -d '{"zone":"%s","key":"alice"}'`, base, zone)
+// curlLine is a shell command that checks the key "alice" in zone, with
+// the admin token from the environment when check needs it.
+func curlLine(base, zone string, token bool) string {
+	auth := ""
+	if token {
+		auth = ` -H "Authorization: Bearer $SLUICE_ADMIN_TOKEN"`
+	}
+	return fmt.Sprintf(`curl -i -X POST %s/v1/check -H 'Content-Type: application/json'%s -d '{"zone":"%s","key":"alice"}'`, base, auth, zone)
 }
 
 func limitsText(z config.Zone) string {

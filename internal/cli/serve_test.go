@@ -239,3 +239,32 @@ func TestSIGHUPReloads(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCheckConfigFindsWhatServeRefuses holds issue 10, defect 5: every
+// configuration serve refuses before listening, --check-config refuses
+// too, with the same problems, each on its own line.
+func TestCheckConfigFindsWhatServeRefuses(t *testing.T) {
+	const zone = "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: a, limits: 1r/s}]\n"
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"store timeout", zone + "store: {timeout: 1ns}\n", "c.yaml:3: store.timeout: 1ns is shorter than 1ms"},
+		{"redis url port", zone + "store: {url: 'redis://127.0.0.1:99999'}\n", `c.yaml:3: store.url: redis URL "redis://127.0.0.1:99999"`},
+		{"prefix brace", zone + "store: {url: 'redis://127.0.0.1:1', prefix: 'a{'}\n", `c.yaml:3: store.prefix: "a{" contains a brace`},
+		{"token file", zone + "admin: {token_file: missing}\n", "c.yaml:3: admin.token_file: open "},
+		{"several", zone + "store: {timeout: 1ns}\nadmin: {token_file: missing, endpoints: [reset, nope]}\n",
+			"c.yaml:3: store.timeout: 1ns is shorter than 1ms; no store call can finish in it\nc.yaml:4: admin.endpoints[1]: unknown endpoint \"nope\" (want reset, check or metrics)\nc.yaml:4: admin.token_file: open missing: no such file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, "c.yaml")
+			os.WriteFile(path, []byte(tt.yaml), 0o600)
+			for _, args := range [][]string{{"serve", "-check-config", "-config", "c.yaml"}, {"serve", "-config", "c.yaml"}} {
+				var stdout, stderr bytes.Buffer
+				t.Chdir(dir)
+				code := Main(t.Context(), args, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)})
+				if code != 1 || !strings.Contains(stderr.String(), "invalid configuration:\n"+tt.want) {
+					t.Errorf("%s: exit %d, stderr:\n%s\nwant 1 and:\n%s", strings.Join(args, " "), code, &stderr, tt.want)
+				}
+			}
+		})
+	}
+}

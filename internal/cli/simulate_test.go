@@ -28,8 +28,9 @@ func TestSimulateTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	for _, want := range []string{"20000 requests from 100 sources over 20m0s, limit 50r/m, seed 1, shadow mode",
-		"sliding-window", "buckets", "log", "decay", "gcra", "cloudflare*", "0.003%", "steady-over"} {
+	for _, want := range []string{"20000 requests from 100 sources over 20m0s, harsh profile, limit 50r/m, seed 1, shadow mode",
+		"sliding-window", "buckets", "log", "decay", "gcra", "cloudflare*", "0.003%", "steady-over",
+		"promises", "GCRA (TAT)", "AR1 count"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -87,9 +88,54 @@ func TestSimulateJSON(t *testing.T) {
 	if log["algorithm"] != "log" || log["wrongly_allowed"] != 0.0 || log["wrongly_denied"] != 0.0 || log["limited"] == 0.0 {
 		t.Errorf("log against the exact reference: %v", log)
 	}
+	if w, ok := log["worst_window"].(map[string]any); !ok || w["mean"] != 1.0 || w["max"] != 1.0 || w["sources"] == 0.0 {
+		t.Errorf("log's worst window: %v, want exactly 1 L over some sources", log["worst_window"])
+	}
+	if w, ok := algs[1].(map[string]any)["worst_window"].(map[string]any); !ok || w["max"].(float64) <= 1 {
+		t.Errorf("sliding-window's worst window: %v, want over 1 L", w)
+	}
 	b := decode(append(simTiny, "-json", "-mode", "enforce", "-algorithms", "log,sliding-window", "-workers", "1")...)
 	if ja, jb := mustJSON(t, a), mustJSON(t, b); ja != jb {
 		t.Errorf("same seed, different reports:\n%s\n%s", ja, jb)
+	}
+}
+
+// TestSimulateProfiles: the cloudflare profile is a different, calmer
+// trace (fewer sources over the limit), named in the output; gcra has no
+// mean rate difference in the JSON, and the worst window is printed.
+func TestSimulateProfiles(t *testing.T) {
+	over := map[string]float64{}
+	for _, profile := range []string{"harsh", "cloudflare"} {
+		code, out, errOut := simMain(t, "simulate", "-requests", "40000", "-sources", "2000", "-duration", "20m",
+			"-limit", "50r/m", "-mode", "enforce", "-json", "-profile", profile)
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", profile, code, errOut)
+		}
+		var v struct {
+			Profile    string           `json:"profile"`
+			Algorithms []map[string]any `json:"algorithms"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Profile != profile {
+			t.Errorf("profile %q, want %q", v.Profile, profile)
+		}
+		for _, a := range v.Algorithms {
+			if _, has := a["mean_rate_diff"]; has != (a["algorithm"] != "gcra") {
+				t.Errorf("%s: %s has a mean rate diff: %v", profile, a["algorithm"], has)
+			}
+			if a["algorithm"] == "log" {
+				over[profile] = a["worst_window"].(map[string]any)["sources"].(float64)
+			}
+		}
+	}
+	if !(over["cloudflare"] > 0 && over["cloudflare"] < over["harsh"]/4) {
+		t.Errorf("sources over the limit: harsh %v, cloudflare %v; want a few, far fewer than harsh", over["harsh"], over["cloudflare"])
+	}
+	code, out, _ := simMain(t, append(simTiny, "-mode", "enforce", "-profile", "cloudflare")...)
+	if code != 0 || !strings.Contains(out, "cloudflare profile") || !strings.Contains(out, "worst window, max") {
+		t.Errorf("exit %d, table:\n%s", code, out)
 	}
 }
 
@@ -110,6 +156,7 @@ func TestSimulateBadInput(t *testing.T) {
 	}{
 		{[]string{"simulate", "-limit", "10x/m"}, 2, `"10x/m"`},
 		{[]string{"simulate", "-mode", "strict"}, 2, `"strict"`},
+		{[]string{"simulate", "-profile", "calm"}, 2, `"calm"`},
 		{[]string{"simulate", "-algorithms", "log,fixed"}, 2, `"fixed"`},
 		{[]string{"simulate", "-limit", "10r/m", "-resolution", "7s"}, 2, "does not divide"},
 		{[]string{"simulate", "extra"}, 2, `"extra"`},

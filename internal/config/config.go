@@ -29,6 +29,11 @@ type Config struct {
 	Zones []Zone
 	// Proxy configures the reverse proxy served on proxy listeners.
 	Proxy Proxy
+	// Admin says which endpoints are admin endpoints and how they are
+	// protected.
+	Admin Admin
+	// RLS configures Envoy's rate-limit service on grpc listeners.
+	RLS RLS
 }
 
 // Zone returns the zone named name, or nil.
@@ -122,7 +127,54 @@ const (
 	// ProxyRole serves the reverse proxy: every request is matched against
 	// the proxy rules.
 	ProxyRole Role = "proxy"
+	// AdminRole serves the admin endpoints (Admin.Endpoints) and the
+	// operational endpoints. When some listener has this role, the admin
+	// endpoints are served only there.
+	AdminRole Role = "admin"
+	// GRPC serves Envoy's rate-limit service (ShouldRateLimit), gRPC
+	// health and reflection. Needs RLS.ConfigDir.
+	GRPC Role = "grpc"
 )
+
+// Endpoint names an API endpoint that can be made an admin endpoint.
+type Endpoint string
+
+// The endpoints Admin.Endpoints may list.
+const (
+	// EndpointReset is POST /v1/reset.
+	EndpointReset Endpoint = "reset"
+	// EndpointCheck is POST /v1/check.
+	EndpointCheck Endpoint = "check"
+	// EndpointMetrics is GET /metrics, whose labels name every zone.
+	EndpointMetrics Endpoint = "metrics"
+)
+
+// Admin protects the endpoints that change or reveal counters.
+type Admin struct {
+	// Endpoints are the admin endpoints: served only on admin listeners
+	// when there is one (other listeners answer them 404), and requiring
+	// Token when it is set. Default: [reset].
+	Endpoints []Endpoint
+	// TokenFile names a file whose content (without a final newline) is
+	// the bearer token; Load reads it. Relative names are relative to the
+	// configuration file's directory. Default: none.
+	TokenFile string
+	// Token, when set, is required on admin endpoints as
+	// "Authorization: Bearer TOKEN". It is read from TokenFile by Load, or
+	// given by Overrides.AdminToken (SLUICE_ADMIN_TOKEN), which wins.
+	// Default: none, no token is required.
+	Token string
+}
+
+// IsAdmin reports whether e is an admin endpoint.
+func (a *Admin) IsAdmin(e Endpoint) bool {
+	for _, x := range a.Endpoints {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
 
 // Listener is one address the server listens on.
 type Listener struct {
@@ -188,7 +240,34 @@ type Zone struct {
 	Failure FailurePolicy
 	// Shadow makes every limit of the zone a shadow limit. Default: false.
 	Shadow bool
+	// Mode says how the zone's checks reach the store: SyncMode (each
+	// check asks it) or AsyncMode (decided locally from a view of the
+	// shared usage, pending cost sent every SyncInterval; see package
+	// edge). Default: sync.
+	Mode Mode
+	// SyncInterval is how often an async zone sends its pending cost.
+	// Only with mode async. Default: edge.DefaultSyncInterval (100ms).
+	SyncInterval time.Duration
+	// Processes is, for an async zone, the number of servers sharing the
+	// store: each admits locally at most its share of what remains, which
+	// divides the worst-case over-admission by about as much
+	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
+	Processes int
 }
+
+// Mode says how a zone's checks reach the store.
+type Mode string
+
+// The modes.
+const (
+	// SyncMode asks the store on every check. The default.
+	SyncMode Mode = "sync"
+	// AsyncMode decides locally and sends the cost in the background.
+	AsyncMode Mode = "async"
+)
+
+// DefaultSyncInterval is the default Zone.SyncInterval, edge's default.
+const DefaultSyncInterval = 100 * time.Millisecond
 
 // KeyPartKind is where one part of a key comes from.
 type KeyPartKind string

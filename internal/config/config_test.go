@@ -69,6 +69,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestZoneModes(t *testing.T) {
+	for _, tc := range []struct {
+		yaml      string
+		mode      Mode
+		interval  time.Duration
+		processes int
+	}{
+		{"", SyncMode, 0, 0},
+		{"    mode: sync\n", SyncMode, 0, 0},
+		{"    mode: async\n", AsyncMode, DefaultSyncInterval, 1},
+		{"    mode: async\n    sync_interval: 250ms\n    processes: 4\n", AsyncMode, 250 * time.Millisecond, 4},
+	} {
+		c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 1r/s\n"+tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if z := c.Zones[0]; z.Mode != tc.mode || z.SyncInterval != tc.interval || z.Processes != tc.processes {
+			t.Errorf("%q: mode %q, interval %v, processes %d; want %q, %v, %d", tc.yaml, z.Mode, z.SyncInterval, z.Processes, tc.mode, tc.interval, tc.processes)
+		}
+	}
+}
+
 func TestDefault(t *testing.T) {
 	c := Default()
 	z := c.Zone(DemoZone)
@@ -113,7 +135,7 @@ func TestErrors(t *testing.T) {
 		{"syntax", "zones: [\n  - a: b\n", "c.yaml:"},
 		{"not a mapping", "- a\n", "want a mapping"},
 		{"unknown top field", "zone:\n  - name: a\n", `c.yaml:1: zone: unknown field "zone" (did you mean "zones"?)`},
-		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, name, resolution, shadow)`},
+		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, mode, name, processes, resolution, shadow, sync_interval)`},
 		{"zero rate", "zones:\n  - name: a\n    limits: [10r/s]\n  - name: b\n    limits: [10r/s]\n  - name: c\n    limits:\n      - 0r/m\n",
 			`c.yaml:8: zones[2].limits[0]: limit "0r/m": rate must be > 0`},
 		{"bad spec string", "zones:\n  - name: a\n    limits: 10 per minute\n", `c.yaml:3: zones[0].limits: limit "10 per minute": missing "r/"`},
@@ -131,6 +153,11 @@ func TestErrors(t *testing.T) {
 		{"bad key in list", "zones:\n  - name: a\n    limits: 1r/s\n    key: [client-address, \"header:a b\"]\n", `c.yaml:4: zones[0].key[1]: key source "header:a b"`},
 		{"from and first_of", zone + "    key: {from: client-address, first_of: [header:X]}\n", "c.yaml:4: zones[0].key: set either from"},
 		{"bad failure", zone + "    failure: maybe\n", `c.yaml:4: zones[0].failure: unknown failure policy "maybe"`},
+		{"bad mode", zone + "    mode: later\n", `c.yaml:4: zones[0].mode: unknown mode "later"`},
+		{"interval without async", zone + "    sync_interval: 1s\n", `c.yaml:4: zones[0].sync_interval: is only used with mode: async`},
+		{"interval too long", zone + "    mode: async\n    sync_interval: 2m\n", `c.yaml:5: zones[0].sync_interval: must be between 0 and 1m`},
+		{"processes without async", zone + "    processes: 3\n", `c.yaml:4: zones[0].processes: is only used with mode: async`},
+		{"processes not positive", zone + "    mode: async\n    processes: 0\n", `c.yaml:5: zones[0].processes: must be > 0`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
 		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
 		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a Redis URL`},
@@ -142,9 +169,9 @@ func TestErrors(t *testing.T) {
 		{"bad duration", zone + "store: {timeout: fast}\n", `store.timeout: want a duration such as 50ms or 30s, got "fast"`},
 		{"bad log", zone + "log: {format: xml, level: loud}\n", "log.level: unknown log level"},
 		{"bad listener", zone + "listeners: [{addr: 'localhost'}]\n", `listeners[0].addr: "localhost" is not host:port`},
-		{"bad role", zone + "listeners: [{addr: ':1', serve: grpc}]\n", `listeners[0].serve: unknown role "grpc"`},
+		{"bad role", zone + "listeners: [{addr: ':1', serve: smtp}]\n", `listeners[0].serve: unknown role "smtp"`},
 		{"duplicate listener", zone + "listeners: [{addr: ':1'}, {addr: ':1'}]\n", `listeners[1].addr: ":1" is also the address of listeners[0]`},
-		{"negative body", zone + "listeners: [{addr: ':1', max_body_bytes: -1}]\n", "max_body_bytes: must be >= 0"},
+		{"negative body", zone + "listeners: [{addr: ':1', max_body_bytes: -1}]\n", "max_body_bytes: must be > 0, got -1"},
 		{"proxy without listener", zone + "proxy: {upstream: 'http://x'}\n", "proxy is configured but no listener has serve: proxy"},
 		{"listener without proxy", zone + "listeners: [{addr: ':1', serve: proxy}]\n", "a listener serves proxy but proxy has no upstream"},
 		{"unknown rule zone", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy:\n  upstream: http://x\n  rules:\n    - zones: [a, b]\n", `c.yaml:8: proxy.rules[0].zones[1]: unknown zone "b"`},
@@ -154,7 +181,7 @@ func TestErrors(t *testing.T) {
 		{"bad host", zone + "listeners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'http://x', rules: [{host: 'a.com:80'}]}\n", `host: "a.com:80" is not a host name`},
 		{"group mismatch", "zones:\n  - {name: a, limits: 1r/s, group: g}\n  - {name: b, limits: 1r/s, group: h}\nlisteners: [{addr: ':1', serve: proxy}]\nproxy: {upstream: 'http://x', rules: [{zones: [a, b]}]}\n", "zones checked together share one group"},
 		{"duplicate field", "zones:\n  - name: a\n    name: b\n    limits: 1r/s\n", `c.yaml:3: zones[0].name: field "name" given twice`},
-		{"nested aliases do not expand", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\nzones: [{name: z, limits: 1r/s, key: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]}]\n", "more problems not shown"},
+		{"nested aliases do not expand", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\nzones: [{name: z, limits: 1r/s, key: [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]}]\n", "zones[0].key[9]: want a string, got a list"},
 		{"too many nodes", "z: &z {name: a, limits: &l [1r/s, 1r/m, 1r/h], key: &k [client-address, header:X], shadow: false}\nzones: [" + strings.Repeat("*z, ", 20000) + "]\n", "configuration too complex"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +248,15 @@ func TestOverride(t *testing.T) {
 	if c.Listeners[0].Addr != "127.0.0.1:0" || c.Store.Kind != Redis || c.Log.Format != JSON || c.Log.Level.String() != "DEBUG" {
 		t.Errorf("got %+v %+v %+v", c.Listeners, c.Store, c.Log)
 	}
-	for _, o := range []Overrides{{Listen: "nope"}, {Store: "http://x"}, {LogFormat: "xml"}, {LogLevel: "loud"}} {
+	// A store URL replaces a file's cluster store, password included.
+	c, err = Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s}]\nstore: {cluster: ['h:1'], password: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Override(Overrides{Store: "redis://localhost:6379"}); err != nil || c.Store.Kind != Redis || c.Store.Password != "" {
+		t.Errorf("store override of a cluster file: %v, %+v", err, c.Store)
+	}
+	for _, o := range []Overrides{{Listen: "nope"}, {Store: "http://x"}, {Store: "redis://x:99999"}, {LogFormat: "xml"}, {LogLevel: "loud"}} {
 		if err := Default().Override(o); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
@@ -271,4 +306,167 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("no listeners")
 		}
 	})
+}
+
+// TestEmptyAndOddValuesRefused holds issue 10, defect 5: an empty or odd
+// value is a problem at its own line, never silently the default.
+func TestEmptyAndOddValuesRefused(t *testing.T) {
+	const zone = "zones:\n  - name: a\n    limits: 1r/s\n"
+	const proxied = "listeners: [{addr: ':1', serve: proxy}]\nproxy:\n  upstream: http://x\n  rules:\n"
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"store timeout 1ns", zone + "store: {timeout: 1ns}\n", "c.yaml:4: store.timeout: 1ns is shorter than 1ms"},
+		{"key empty list", zone + "    key: []\n", "c.yaml:4: zones[0].key: want a list, got an empty list"},
+		{"first_of empty", zone + "    key: {first_of: []}\n", "c.yaml:4: zones[0].key.first_of: want a list, got an empty list"},
+		{"key empty mapping", zone + "    key: {}\n", "c.yaml:4: zones[0].key: want a mapping of first_of, from, trusted_proxies, got an empty mapping"},
+		{"key null", zone + "    key:\n", "c.yaml:4: zones[0].key: want a list, got nothing (omit the field"},
+		{"shadow quoted yes", zone + "    shadow: \"yes\"\n", `c.yaml:4: zones[0].shadow: want true or false, got "yes"`},
+		{"shadow bare yes", zone + "    shadow: yes\n", `c.yaml:4: zones[0].shadow: want true or false, got "yes"`},
+		{"shadow quoted true", zone + "    shadow: \"true\"\n", `c.yaml:4: zones[0].shadow: want true or false, got "true"`},
+		{"host double dot", zone + proxied + "    - {host: foo..com, zones: [a]}\n", `c.yaml:8: proxy.rules[0].host: "foo..com" is not a host name or *.domain: empty label`},
+		{"host trailing dot", zone + proxied + "    - {host: foo.com., zones: [a]}\n", `proxy.rules[0].host: "foo.com." is not a host name`},
+		{"host underscore dash", zone + proxied + "    - {host: -foo.com}\n", `a label starts or ends with '-'`},
+		{"host empty", zone + proxied + "    - {host: '', zones: [a]}\n", `c.yaml:8: proxy.rules[0].host: want a string, got "" (omit the field`},
+		{"methods empty", zone + proxied + "    - {methods: [], zones: [a]}\n", "c.yaml:8: proxy.rules[0].methods: want a list, got an empty list"},
+		{"path prefix null", zone + proxied + "    - path_prefix:\n      zones: [a]\n", "c.yaml:8: proxy.rules[0].path_prefix: want a string, got nothing"},
+		{"store url empty", zone + "store: {url: ''}\n", `c.yaml:4: store.url: want a string, got ""`},
+		{"store null", zone + "store:\n", "c.yaml:4: store: want a mapping of cluster, max_keys, password, prefix, sentinel, timeout, url, got nothing"},
+		{"listeners empty", zone + "listeners: []\n", "c.yaml:4: listeners: want a list, got an empty list"},
+		{"cluster empty", zone + "store: {cluster: []}\n", "c.yaml:4: store.cluster: want a list, got an empty list"},
+		{"max_keys zero", zone + "store: {max_keys: 0}\n", "c.yaml:4: store.max_keys: must be > 0, got 0"},
+		{"max_keys string", zone + "store: {max_keys: '100'}\n", `c.yaml:4: store.max_keys: want an integer, got "100"`},
+		{"max_keys with redis", zone + "store: {url: 'redis://x:1', max_keys: 10}\n", "store.max_keys: max_keys bounds the memory store"},
+		{"redis url port", zone + "store: {url: 'redis://x:99999'}\n", `c.yaml:4: store.url: redis URL "redis://x:99999"`},
+		{"sentinel master", zone + "store: {sentinel: {master: 'a/b', addrs: ['h:1']}}\n", `c.yaml:4: store.sentinel.master: "a/b": a master name has no '/'`},
+		{"prefix brace", zone + "store: {prefix: 'a{b}'}\n", `c.yaml:4: store.prefix: "a{b}" contains a brace`},
+		{"password with url", zone + "store: {url: 'redis://x:1', password: p}\n", "store.password: a store URL carries its own password"},
+		{"level empty", zone + "log: {level: ''}\n", `c.yaml:4: log.level: want a string, got ""`},
+		{"limit name not ASCII", "zones:\n  - name: a\n    limits: [{spec: 1r/s, name: minüte}]\n", `c.yaml:3: zones[0].limits[0]: name "minüte": use printable ASCII`},
+		{"second document", zone + "---\nzones: []\n", "c.yaml:5: a second document (after ---)"},
+		{"admin endpoint", zone + "admin: {endpoints: [reset, purge]}\n", `c.yaml:4: admin.endpoints[1]: unknown endpoint "purge"`},
+		{"admin role typo", zone + "listeners: [{addr: ':1', serve: admn}]\n", `listeners[0].serve: unknown role "admn" (want api, proxy, admin or grpc)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestSyntaxErrorLine holds issue 10, defect 5: a YAML syntax error names
+// the line where the parser found it, once.
+func TestSyntaxErrorLine(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"bad indentation", "zones:\n  - name: a\n    limits: 10r/m\n   bad: x\n", "c.yaml:4: did not find expected '-' indicator (parsing a block collection started on line 2)"},
+		{"unclosed flow list", "store: {url: memory}\nzones:\n  - name: a\n    limits: [10r/m\n  - name: b\n", "c.yaml:5: did not find expected ',' or ']' (parsing a flow sequence started on line 4)"},
+		{"tab", "zones:\n  - name: a\n\tlimits: 10r/m\n", "c.yaml:3: found a tab character that violates indentation (scanning a plain scalar started on line 2)"},
+		{"mapping in scalar", "log: {format: text}\nstore: a: b\n", "c.yaml:2: mapping values are not allowed in this context"},
+		{"unknown anchor", "zones: *nope\n", "c.yaml:1: unknown anchor 'nope' referenced"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tt.yaml))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got %q, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestAllProblemsAtOnce holds issue 10, defect 5: problems of every kind
+// (a field's shape, a value, a cross-section reference, a default's
+// bound) come in one run, each at its own line, and none is derived from
+// another.
+func TestAllProblemsAtOnce(t *testing.T) {
+	const yaml = `store:
+  timeout: 1ns
+zones:
+  - name: a
+    limits: 1r/s
+    shadow: "yes"
+  - name: a
+    limits: 2r/s
+    key: []
+listeners:
+  - {addr: ':1', serve: proxy}
+proxy:
+  upstream: http://x
+  rules:
+    - {host: foo..com, zones: [a, missing]}
+`
+	_, err := Parse("c.yaml", []byte(yaml))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		"c.yaml:2: store.timeout: 1ns is shorter than 1ms; no store call can finish in it",
+		`c.yaml:6: zones[0].shadow: want true or false, got "yes"`,
+		`c.yaml:7: zones[1].name: zone "a" is also defined at zones[0]`,
+		"c.yaml:9: zones[1].key: want a list, got an empty list (omit the field to get its default)",
+		`c.yaml:15: proxy.rules[0].host: "foo..com" is not a host name or *.domain: empty label (no leading, trailing or double dots)`,
+		`c.yaml:15: proxy.rules[0].zones[1]: unknown zone "missing"`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestAdminTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(dir+"/"+name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("token", "0123456789abcdef0123\n")
+	write("short", "abc\n")
+	write("ok.yaml", "zones: [{name: a, limits: 1r/s}]\nadmin: {token_file: token}\n")
+	write("short.yaml", "zones: [{name: a, limits: 1r/s}]\nadmin: {token_file: short}\n")
+	write("missing.yaml", "zones: [{name: a, limits: 1r/s, shadow: 1}]\nadmin: {token_file: nothing-here}\n")
+	c, err := Load(dir + "/ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.Token != "0123456789abcdef0123" || !c.Admin.IsAdmin(EndpointReset) || c.Admin.IsAdmin(EndpointCheck) {
+		t.Errorf("admin %+v: want the file's token and [reset]", c.Admin)
+	}
+	_, err = Load(dir + "/short.yaml")
+	if err == nil || !strings.Contains(err.Error(), "short.yaml:2: admin.token_file: short: the token is 3 bytes, fewer than 16") || strings.Contains(err.Error(), "abc") {
+		t.Errorf("short token: got %v", err)
+	}
+	_, err = Load(dir + "/missing.yaml")
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml:1: zones[0].shadow") || !strings.Contains(err.Error(), "missing.yaml:2: admin.token_file: open ") {
+		t.Errorf("missing token file: got %v, want the shadow and the token file problems together", err)
+	}
+	c = Default()
+	if err := c.Override(Overrides{AdminToken: "short"}); err == nil || strings.Contains(err.Error(), "short") {
+		t.Errorf("short env token: got %v", err)
+	}
+	if err := c.Override(Overrides{AdminToken: "0123456789abcdef-env"}); err != nil || c.Admin.Token != "0123456789abcdef-env" {
+		t.Errorf("env token: got %v, %q", err, c.Admin.Token)
+	}
+}
+
+// TestManyProblemsStayLinear: a file where every one of thousands of
+// zones has problems parses in time linear in its size (a reload must not
+// stall on a broken file).
+func TestManyProblemsStayLinear(t *testing.T) {
+	yaml := "z: &z {name: 'a b', limits: [0r/s, {spec: 1r/s, name: x}], shadow: fals, key: []}\nzones: [" + strings.Repeat("*z, ", 15000) + "]\n"
+	start := time.Now()
+	_, err := Parse("c.yaml", []byte(yaml))
+	if err == nil || !strings.Contains(err.Error(), "more problems not shown") {
+		t.Fatalf("got %v, want many problems", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Parse took %v", d)
+	}
 }

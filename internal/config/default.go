@@ -39,6 +39,13 @@ type Overrides struct {
 	LogFormat string
 	// LogLevel replaces log.level.
 	LogLevel string
+	// AdminToken replaces the token read from admin.token_file
+	// (SLUICE_ADMIN_TOKEN).
+	AdminToken string
+	// RLSConfigDir replaces rls.config_dir.
+	RLSConfigDir string
+	// GRPCListen replaces the address of the first grpc listener.
+	GRPCListen string
 }
 
 // Override applies o to c and validates the result. Problems name the
@@ -49,7 +56,9 @@ func (c *Config) Override(o Overrides) error {
 		c.listen(o.Listen)
 	}
 	if o.Store != "" {
+		// The URL replaces the store: the fields of another kind go too.
 		c.Store.URL, c.Store.SentinelMaster, c.Store.SentinelAddrs, c.Store.ClusterSeeds = o.Store, "", nil, nil
+		c.Store.Password, c.Store.MaxKeys = "", 0
 	}
 	if o.LogFormat != "" {
 		c.Log.Format = LogFormat(o.LogFormat)
@@ -61,8 +70,16 @@ func (c *Config) Override(o Overrides) error {
 		}
 		c.Log.Level = level
 	}
+	if o.AdminToken != "" {
+		if err := CheckToken(o.AdminToken); err != nil {
+			w.add(0, "admin.token", "SLUICE_ADMIN_TOKEN: %v", err)
+		}
+		c.Admin.Token = o.AdminToken
+	}
+	c.overrideRLS(o)
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)
+	w.validateRLS(c)
 	w.validateListeners(c)
 	return w.err()
 }

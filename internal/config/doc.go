@@ -2,7 +2,9 @@
 // validated values: the store, logging, listeners, zones and proxy rules.
 //
 // Parse is pure: it takes the bytes and a name for messages and does no
-// I/O; Load is the one wrapper that reads a file. Every problem is an
+// I/O; Load is the one wrapper that reads files: the configuration and the
+// admin token file it names (admin.token_file), whose problems are
+// reported with the others. Every problem is an
 // *Error that names the file, the line and the path of the value, such as
 //
 //	sluice.yaml:12: zones[2].limits[0]: limit "0r/m": rate must be > 0
@@ -17,9 +19,24 @@
 //     fields are errors (a typo never silently means "default"), and
 //     repeated fields are errors. Anchors and aliases work; the walk
 //     counts nodes after alias expansion and stops at 100,000.
-//   - Cross-section checks (unknown zones in rules, duplicate names,
-//     groups) run only when every field parsed, so one typo does not
-//     cascade into unrelated messages.
+//   - Every check runs in one pass, so one run reports everything "sluice
+//     serve" would refuse, including what the stores check when they open
+//     (a Redis URL, the store timeout's 1ms minimum, a prefix with a
+//     brace). Cross-section checks (unknown zones in rules, duplicate
+//     names, groups) skip a value already reported, so one typo does not
+//     cascade into derived messages.
+//   - An empty value is a problem, never the default: nothing (null), "",
+//     [] and {} are refused wherever a field is given (omit the field to
+//     get its default); the one exception is trusted_proxies: [], which
+//     means "trust no proxy", and a rule's zones: [], "no limit".
+//     Booleans are true or false (not yes, on or "true"); integers are
+//     YAML integers > 0.
+//   - YAML is read with go.yaml.in/yaml/v4, which reports a syntax error
+//     at the line where the parser found it; a second document in the
+//     file is an error.
+//   - Rule hosts are DNS names (non-empty labels, no trailing dot) or
+//     IPv4 addresses; limit names are printable ASCII, as a
+//     RateLimit-Policy field carries them.
 //   - A zone's limits inherit the zone's algorithm, resolution and shadow
 //     flag; a limit's own setting wins. Two limits of one zone that would
 //     share counters (same algorithm and window) or the same label are an
@@ -35,6 +52,9 @@
 //     milliseconds, and the failure policy exists for slow stores.
 //   - Zone names are letters, digits, '.', '_' and '-' (at most 64 bytes):
 //     they appear in URLs, metric labels and Redis keys.
+//   - The admin token is at least 16 bytes of visible ASCII; an error
+//     about it never quotes it. SLUICE_ADMIN_TOKEN (Overrides.AdminToken)
+//     wins over the file, as every environment setting does.
 //   - Configuring proxy rules without a proxy listener, or a proxy listener
 //     without rules or upstream, is an error rather than a silent no-op.
 package config

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -47,18 +48,40 @@ const maxErrors = 20
 type errorList struct {
 	file string
 	errs []*Error
+	// failedPaths holds the path of every problem and each path that
+	// contains it ("zones[0]" and "zones" for "zones[0].name").
+	failedPaths map[string]bool
 }
 
 func (l *errorList) add(line int, path, format string, args ...any) {
 	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Problem: fmt.Sprintf(format, args...)})
+	if l.failedPaths == nil {
+		l.failedPaths = map[string]bool{}
+	}
+	for p := path; p != "" && !l.failedPaths[p]; {
+		l.failedPaths[p] = true
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
 }
 
-// err returns nil, or every problem joined; each is an *Error for
-// errors.As.
+// failed reports whether a problem was already recorded at path or inside
+// it ("zones[0]" covers "zones[0].limits[1]"), so that checks made after
+// the walk do not report a second, derived problem for the same value.
+func (l *errorList) failed(path string) bool { return l.failedPaths[path] }
+
+// err returns nil, or every problem joined, sorted by line; each is an
+// *Error for errors.As.
 func (l *errorList) err() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
+	// In the order of the file: problems found after the walk (references,
+	// bounds) take their place among those found during it.
+	slices.SortStableFunc(l.errs, func(a, b *Error) int { return a.Line - b.Line })
 	n := min(len(l.errs), maxErrors)
 	errs := make([]error, 0, n+1)
 	for _, e := range l.errs[:n] {

@@ -2,27 +2,39 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"net/url"
 	"os"
-	"strconv"
+	"path/filepath"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // MaxFileSize is the largest configuration Parse accepts, in bytes.
 const MaxFileSize = 4 << 20
 
-// Load reads and parses the file at path. Problems name the path as given.
+// Load reads and parses the file at path, and reads the admin token from
+// admin.token_file (a relative name is relative to the directory of path).
+// Problems name the path as given.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	w := newWalker(path)
+	c := w.parse(data)
+	if c != nil && c.Admin.TokenFile != "" {
+		w.readToken(&c.Admin, filepath.Dir(path))
+	}
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Parse parses and validates a YAML configuration. file names it in
@@ -32,45 +44,67 @@ func Load(path string) (*Config, error) {
 // Parse does no I/O and is safe for concurrent use.
 func Parse(file string, data []byte) (*Config, error) {
 	w := newWalker(file)
-	if len(data) > MaxFileSize {
-		w.add(0, "", "file is %d bytes, more than %d", len(data), MaxFileSize)
-		return nil, w.err()
-	}
-	root, err := decode(data)
-	if err != nil {
-		w.add(yamlErrorLine(err), "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return nil, w.err()
-	}
-	if root == nil {
-		w.add(0, "", "the file is empty; want at least a zones section")
-		return nil, w.err()
-	}
-	c := &Config{File: file}
-	w.config(root, c)
-	if len(w.errs) == 0 {
-		w.validate(c)
-	}
+	c := w.parse(data)
 	if err := w.err(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// decode parses YAML into a node tree; nil for an empty document. yaml.v3
-// has panicked on malformed input in the past: a panic is a parse error
-// here, never a crash of the server that reloads a file.
+// parse walks and validates data, recording every problem in w; the
+// Config is complete only when w has none.
+func (w *walker) parse(data []byte) *Config {
+	if len(data) > MaxFileSize {
+		w.add(0, "", "file is %d bytes, more than %d", len(data), MaxFileSize)
+		return nil
+	}
+	root, err := decode(data)
+	if err != nil {
+		line, msg := yamlError(err)
+		w.add(line, "", "%s", msg)
+		return nil
+	}
+	if root == nil {
+		w.add(0, "", "the file is empty; want at least a zones section")
+		return nil
+	}
+	c := &Config{File: w.file}
+	w.config(root, c)
+	if !w.tooComplex {
+		w.validate(c)
+	}
+	return c
+}
+
+// decode parses YAML into a node tree; nil for an empty document. A
+// second document in the file is an error: it would be silently ignored.
+// The YAML decoder has panicked on malformed input in the past: a panic is
+// a parse error here, never a crash of the server that reloads a file.
 func decode(data []byte) (root *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("yaml: malformed document (%v)", r)
+			err = fmt.Errorf("malformed document (%v)", r)
 		}
 	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
-		if err.Error() == "EOF" {
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
 		return nil, err
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, err
+	default:
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, &yaml.LoadError{Message: "a second document (after ---): put everything in one", Mark: yaml.Mark{Line: line}}
 	}
 	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
 		return nil, nil
@@ -78,15 +112,21 @@ func decode(data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-// yamlErrorLine extracts N from yaml.v3's "yaml: line N: ..." messages.
-func yamlErrorLine(err error) int {
-	rest, ok := strings.CutPrefix(err.Error(), "yaml: line ")
-	if !ok {
-		return 0
+// yamlError returns the line of a YAML syntax error and its message
+// without the position, which the caller prints once, in front. The
+// context the parser was in, when it started on another line, is named.
+func yamlError(err error) (line int, msg string) {
+	var le *yaml.LoadError
+	if !errors.As(err, &le) {
+		return 0, err.Error()
 	}
-	num, _, _ := strings.Cut(rest, ":")
-	n, _ := strconv.Atoi(num)
-	return n
+	msg = le.Message
+	if le.ContextMsg != "" && le.ContextMark.Line > 0 && le.ContextMark.Line != le.Mark.Line {
+		msg = fmt.Sprintf("%s (%s started on line %d)", msg, strings.TrimPrefix(le.ContextMsg, "while "), le.ContextMark.Line)
+	} else if le.ContextMsg != "" {
+		msg = fmt.Sprintf("%s (%s)", msg, le.ContextMsg)
+	}
+	return le.Mark.Line, msg
 }
 
 func (w *walker) config(n *yaml.Node, c *Config) {
@@ -109,6 +149,8 @@ func (w *walker) config(n *yaml.Node, c *Config) {
 			})
 		},
 		"proxy": func(v *yaml.Node, p string) { w.proxy(v, p, &c.Proxy) },
+		"admin": func(v *yaml.Node, p string) { w.admin(v, p, &c.Admin) },
+		"rls":   func(v *yaml.Node, p string) { w.rls(v, p, &c.RLS) },
 	})
 }
 
@@ -125,7 +167,7 @@ func (w *walker) store(n *yaml.Node, path string, s *Store) {
 		"password": func(v *yaml.Node, p string) { s.Password = w.str(v, p) },
 		"prefix":   func(v *yaml.Node, p string) { s.Prefix = w.str(v, p) },
 		"timeout":  func(v *yaml.Node, p string) { s.Timeout = w.duration(v, p) },
-		"max_keys": func(v *yaml.Node, p string) { s.MaxKeys = int(min(w.integer(v, p), 1<<40)) },
+		"max_keys": func(v *yaml.Node, p string) { s.MaxKeys = int(min(w.positive(v, p), 1<<40)) },
 	})
 }
 
@@ -163,7 +205,7 @@ func (w *walker) listener(n *yaml.Node, path string, l *Listener) {
 		"read_timeout":        func(v *yaml.Node, p string) { l.ReadTimeout = w.duration(v, p) },
 		"write_timeout":       func(v *yaml.Node, p string) { l.WriteTimeout = w.duration(v, p) },
 		"idle_timeout":        func(v *yaml.Node, p string) { l.IdleTimeout = w.duration(v, p) },
-		"max_body_bytes":      func(v *yaml.Node, p string) { l.MaxBodyBytes = w.integer(v, p) },
+		"max_body_bytes":      func(v *yaml.Node, p string) { l.MaxBodyBytes = w.positive(v, p) },
 	})
 }
 
@@ -171,7 +213,10 @@ func (w *walker) listener(n *yaml.Node, path string, l *Listener) {
 // non-nil slice, so a zone can trust no proxy whatever the global list.
 func (w *walker) prefixes(n *yaml.Node, path string) []netip.Prefix {
 	out := []netip.Prefix{}
-	for i, s := range w.strings(n, path) {
+	for i, s := range w.stringsOrNone(n, path) {
+		if s == "" {
+			continue // reported
+		}
 		p, err := ParsePrefix(s)
 		if err != nil {
 			w.add(w.line(index(path, i)), index(path, i), "%v", err)
@@ -196,6 +241,9 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 
 func (w *walker) upstream(n *yaml.Node, path string) *url.URL {
 	s := w.str(n, path)
+	if s == "" {
+		return nil // reported
+	}
 	u, err := ParseUpstream(s)
 	if err != nil {
 		w.add(w.line(path), path, "%v", err)
@@ -231,7 +279,56 @@ func (w *walker) rule(n *yaml.Node, path string, r *Rule) {
 		"host":        func(v *yaml.Node, p string) { r.Host = strings.ToLower(w.str(v, p)) },
 		"methods":     func(v *yaml.Node, p string) { r.Methods = w.strings(v, p) },
 		"path_prefix": func(v *yaml.Node, p string) { r.PathPrefix = w.str(v, p) },
-		"zones":       func(v *yaml.Node, p string) { r.Zones = w.strings(v, p) },
+		"zones":       func(v *yaml.Node, p string) { r.Zones = w.stringsOrNone(v, p) },
 		"upstream":    func(v *yaml.Node, p string) { r.Upstream = w.upstream(v, p) },
 	})
+}
+
+func (w *walker) admin(n *yaml.Node, path string, a *Admin) {
+	w.fields(n, path, map[string]func(*yaml.Node, string){
+		"endpoints": func(v *yaml.Node, p string) {
+			for _, e := range w.strings(v, p) {
+				a.Endpoints = append(a.Endpoints, Endpoint(e))
+			}
+		},
+		"token_file": func(v *yaml.Node, p string) { a.TokenFile = w.str(v, p) },
+	})
+}
+
+// readToken reads a.TokenFile (relative to dir) into a.Token.
+func (w *walker) readToken(a *Admin, dir string) {
+	const p = "admin.token_file"
+	name := a.TokenFile
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(dir, name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		w.add(w.line(p), p, "%v", err)
+		return
+	}
+	token := strings.TrimRight(string(data), "\r\n")
+	if err := CheckToken(token); err != nil {
+		w.add(w.line(p), p, "%s: %v", a.TokenFile, err)
+		return
+	}
+	a.Token = token
+}
+
+// MinTokenLen is the shortest admin token accepted, in bytes.
+const MinTokenLen = 16
+
+// CheckToken reports whether token can be an admin bearer token: at least
+// MinTokenLen bytes of visible ASCII (no spaces), what an Authorization
+// header carries intact. The error never contains the token.
+func CheckToken(token string) error {
+	if len(token) < MinTokenLen {
+		return fmt.Errorf("the token is %d bytes, fewer than %d (make one with: head -c 32 /dev/urandom | base64)", len(token), MinTokenLen)
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("the token has a byte at offset %d that is not visible ASCII", i)
+		}
+	}
+	return nil
 }

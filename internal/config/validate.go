@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -9,11 +10,16 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // MaxStoreTimeout is the longest store timeout accepted: a rate limiter
 // that waits seconds for its store has already failed its callers.
 const MaxStoreTimeout = 5 * time.Second
+
+// MinStoreTimeout is the shortest store timeout accepted, the Redis
+// store's own minimum.
+const MinStoreTimeout = time.Millisecond
 
 // MaxZoneNameLen is the longest zone name, in bytes.
 const MaxZoneNameLen = 64
@@ -23,9 +29,11 @@ const MaxZoneNameLen = 64
 func (w *walker) validate(c *Config) {
 	w.validateStore(&c.Store)
 	w.validateLog(&c.Log)
+	w.validateRLS(c)
 	w.validateListeners(c)
 	w.validateZones(c)
 	w.validateProxy(c)
+	w.validateAdmin(&c.Admin)
 }
 
 func (w *walker) validateStore(s *Store) {
@@ -34,16 +42,27 @@ func (w *walker) validateStore(s *Store) {
 	if s.URL != "" && s.URL != string(Memory) {
 		kinds++
 		kind, err := urlKind(s.URL)
+		if err == nil {
+			if err = redisstore.CheckURL(s.URL); err != nil {
+				err = errors.New(problem(err))
+			}
+		}
 		if err != nil {
 			w.add(w.line("store.url"), "store.url", "%v", err)
 		}
 		s.Kind = kind
+		if s.Password != "" {
+			w.add(w.line("store.password"), "store.password", "a store URL carries its own password (redis://:PASSWORD@host:port); password is for sentinel and cluster")
+		}
 	}
 	if s.SentinelMaster != "" || len(s.SentinelAddrs) > 0 {
 		kinds++
 		s.Kind = Sentinel
 		if s.SentinelMaster == "" || len(s.SentinelAddrs) == 0 {
 			w.add(w.line("store.sentinel"), "store.sentinel", "needs both master and addrs")
+		}
+		if strings.ContainsAny(s.SentinelMaster, "/?#@, \t") {
+			w.add(w.line("store.sentinel.master"), "store.sentinel.master", "%q: a master name has no '/', '?', '#', '@', ',' or space", s.SentinelMaster)
 		}
 		w.hostPorts(s.SentinelAddrs, "store.sentinel.addrs")
 	}
@@ -55,14 +74,26 @@ func (w *walker) validateStore(s *Store) {
 	if kinds > 1 {
 		w.add(w.line("store"), "store", "set only one of url, sentinel or cluster")
 	}
+	if s.Kind == Memory && s.Password != "" {
+		w.add(w.line("store.password"), "store.password", "the memory store has no password")
+	}
+	if s.Kind != Memory && s.MaxKeys != 0 {
+		w.add(w.line("store.max_keys"), "store.max_keys", "max_keys bounds the memory store; a %s store keeps its keys in Redis", s.Kind)
+	}
 	if s.Prefix == "" {
 		s.Prefix = DefaultStorePrefix
+	}
+	if strings.ContainsAny(s.Prefix, "{}") {
+		w.add(w.line("store.prefix"), "store.prefix", "%q contains a brace, which would change the Redis Cluster hash slot of every key", s.Prefix)
 	}
 	if s.Timeout == 0 {
 		s.Timeout = DefaultStoreTimeout
 	}
-	if s.Timeout > MaxStoreTimeout {
+	switch {
+	case s.Timeout > MaxStoreTimeout:
 		w.add(w.line("store.timeout"), "store.timeout", "%v is longer than %v; store calls should take milliseconds", s.Timeout, MaxStoreTimeout)
+	case s.Timeout < MinStoreTimeout:
+		w.add(w.line("store.timeout"), "store.timeout", "%v is shorter than %v; no store call can finish in it", s.Timeout, MinStoreTimeout)
 	}
 }
 
@@ -95,6 +126,9 @@ func redactURL(s string) string {
 
 func (w *walker) hostPorts(addrs []string, path string) {
 	for i, a := range addrs {
+		if a == "" {
+			continue // reported
+		}
 		if err := checkHostPort(a); err != nil {
 			p := index(path, i)
 			w.add(w.line(p), p, "%v", err)
@@ -131,8 +165,11 @@ func (w *walker) validateListeners(c *Config) {
 	for i := range c.Listeners {
 		l, path := &c.Listeners[i], index("listeners", i)
 		l.setDefaults()
-		if l.Serve != API && l.Serve != ProxyRole {
-			w.add(w.line(path+".serve"), path+".serve", "unknown role %q (want api or proxy)", l.Serve)
+		if l.Serve != API && l.Serve != ProxyRole && l.Serve != AdminRole && l.Serve != GRPC && !w.failed(path+".serve") {
+			w.add(w.line(path+".serve"), path+".serve", "unknown role %q (want api, proxy, admin or grpc)", l.Serve)
+		}
+		if w.failed(path + ".addr") {
+			continue
 		}
 		if err := checkHostPort(l.Addr); err != nil {
 			w.add(w.line(path+".addr"), path+".addr", "%v", err)
@@ -169,13 +206,15 @@ func cmp[T comparable](v, def T) T {
 }
 
 func (w *walker) validateZones(c *Config) {
-	if len(c.Zones) == 0 {
-		w.add(w.line("zones"), "zones", "at least one zone is required")
+	if len(c.Zones) == 0 && c.RLS.ConfigDir == "" {
+		w.add(w.line("zones"), "zones", "at least one zone is required (or rls.config_dir)")
 	}
 	seen := map[string]string{}
 	for i := range c.Zones {
 		z, path := &c.Zones[i], index("zones", i)
-		if err := checkZoneName(z.Name); err != nil {
+		if w.failed(path+".name") || w.failed(path) && z.Name == "" {
+			// reported
+		} else if err := checkZoneName(z.Name); err != nil {
 			w.add(w.line(path), path+".name", "%v", err)
 		} else if prev, dup := seen[z.Name]; dup {
 			w.add(w.line(path+".name"), path+".name", "zone %q is also defined at %s", z.Name, prev)
@@ -204,6 +243,8 @@ func checkZoneName(name string) error {
 func (w *walker) validateZone(z *Zone, path string) {
 	lp := path + ".limits"
 	switch {
+	case w.failed(lp) || w.failed(path) && len(z.Limits) == 0:
+		// reported
 	case len(z.Limits) == 0:
 		w.add(w.line(path), lp, "at least one limit is required, such as limits: [100r/m]")
 	case len(z.Limits) > sluice.MaxHits:
@@ -227,7 +268,37 @@ func (w *walker) validateZone(z *Zone, path string) {
 		z.Failure = FailOpen
 	case FailOpen, FailClosed, FailLocal:
 	default:
+		if w.failed(path + ".failure") {
+			break
+		}
 		w.add(w.line(path+".failure"), path+".failure", "unknown failure policy %q (want open, closed or local)", z.Failure)
+	}
+	w.validateMode(z, path)
+}
+
+// validateMode checks a zone's mode and sync interval.
+func (w *walker) validateMode(z *Zone, path string) {
+	switch z.Mode {
+	case "":
+		z.Mode = SyncMode
+	case SyncMode, AsyncMode:
+	default:
+		w.add(w.line(path+".mode"), path+".mode", "unknown mode %q (want sync or async)", z.Mode)
+	}
+	ip := path + ".sync_interval"
+	switch {
+	case z.SyncInterval < 0 || z.SyncInterval > time.Minute:
+		w.add(w.line(ip), ip, "must be between 0 and 1m, got %v", z.SyncInterval)
+	case z.SyncInterval != 0 && z.Mode != AsyncMode:
+		w.add(w.line(ip), ip, "is only used with mode: async")
+	case z.SyncInterval == 0 && z.Mode == AsyncMode:
+		z.SyncInterval = DefaultSyncInterval
+	}
+	switch {
+	case z.Processes != 0 && z.Mode != AsyncMode:
+		w.add(w.line(path+".processes"), path+".processes", "is only used with mode: async")
+	case z.Processes == 0 && z.Mode == AsyncMode:
+		z.Processes = 1
 	}
 }
 
@@ -238,6 +309,9 @@ func (w *walker) validateProxy(c *Config) {
 		px.Headers = HeadersAlways
 	case HeadersAlways, HeadersDenied:
 	default:
+		if w.failed("proxy.headers") {
+			break
+		}
 		w.add(w.line("proxy.headers"), "proxy.headers", "unknown mode %q (want always or denied)", px.Headers)
 	}
 	proxied := slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Serve == ProxyRole })
@@ -260,16 +334,18 @@ func (w *walker) validateRule(c *Config, r *Rule, path string) {
 	if !strings.HasPrefix(r.PathPrefix, "/") {
 		w.add(w.line(path+".path_prefix"), path+".path_prefix", "%q must start with /", r.PathPrefix)
 	}
-	if h := strings.TrimPrefix(r.Host, "*."); strings.ContainsAny(h, ":/*[] \t") {
-		w.add(w.line(path+".host"), path+".host", "%q is not a host name or *.domain (no port, no scheme)", r.Host)
+	if r.Host != "" {
+		if err := checkRuleHost(r.Host); err != nil {
+			w.add(w.line(path+".host"), path+".host", "%v", err)
+		}
 	}
 	for i, m := range r.Methods {
 		r.Methods[i] = strings.ToUpper(m)
-		if !validToken(m) {
+		if m != "" && !validToken(m) {
 			w.add(w.line(index(path+".methods", i)), index(path+".methods", i), "%q is not an HTTP method", m)
 		}
 	}
-	if r.Upstream == nil && c.Proxy.Upstream == nil {
+	if r.Upstream == nil && c.Proxy.Upstream == nil && !w.failed(path+".upstream") && !w.failed("proxy.upstream") {
 		w.add(w.line(path), path, "no upstream: set upstream here or proxy.upstream")
 	}
 	w.validateRuleZones(c, r, path+".zones")
@@ -277,11 +353,16 @@ func (w *walker) validateRule(c *Config, r *Rule, path string) {
 
 func (w *walker) validateRuleZones(c *Config, r *Rule, path string) {
 	hits, group, groupZone := 0, "", ""
+	// A zone whose name could not be read is reported; the rules that
+	// name it are not "unknown zone" problems on top.
+	unnamed := c.Zone("") != nil
 	for i, name := range r.Zones {
 		p := index(path, i)
 		z := c.Zone(name)
 		if z == nil {
-			w.add(w.line(p), p, "unknown zone %q", name)
+			if name != "" && !unnamed {
+				w.add(w.line(p), p, "unknown zone %q", name)
+			}
 			continue
 		}
 		if slices.Index(r.Zones, name) < i {
@@ -297,5 +378,50 @@ func (w *walker) validateRuleZones(c *Config, r *Rule, path string) {
 	}
 	if hits > sluice.MaxHits {
 		w.add(w.line(path), path, "the zones have %d limits in all, more than %d per check", hits, sluice.MaxHits)
+	}
+}
+
+// checkRuleHost checks a rule's host: a DNS name (letters, digits, '-'
+// and '_' in dot-separated labels of 1 to 63 bytes, at most 253 bytes in
+// all, no trailing dot), an IPv4 address, or "*." and a DNS name.
+func checkRuleHost(host string) error {
+	name := strings.TrimPrefix(host, "*.")
+	bad := func(why string) error {
+		return fmt.Errorf("%q is not a host name or *.domain: %s", host, why)
+	}
+	if len(name) > 253 {
+		return bad("longer than 253 bytes")
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		switch {
+		case label == "":
+			return bad("empty label (no leading, trailing or double dots)")
+		case len(label) > 63:
+			return bad("a label is longer than 63 bytes")
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return bad("a label starts or ends with '-'")
+		}
+		for _, c := range []byte(label) {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return bad(fmt.Sprintf("%q is not a letter, digit, '-' or '_' (no port, no scheme, no IPv6)", c))
+			}
+		}
+	}
+	return nil
+}
+
+func (w *walker) validateAdmin(a *Admin) {
+	if len(a.Endpoints) == 0 && !w.failed("admin.endpoints") {
+		a.Endpoints = []Endpoint{EndpointReset}
+	}
+	for i, e := range a.Endpoints {
+		p := index("admin.endpoints", i)
+		switch {
+		case e == "":
+		case e != EndpointReset && e != EndpointCheck && e != EndpointMetrics:
+			w.add(w.line(p), p, "unknown endpoint %q (want reset, check or metrics)", e)
+		case slices.Index(a.Endpoints, e) < i:
+			w.add(w.line(p), p, "%q is listed twice", e)
+		}
 	}
 }

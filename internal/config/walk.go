@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // maxNodes bounds the nodes one parse visits, aliases included, so that a
@@ -73,11 +73,11 @@ func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]
 // with the value node and its path. Unknown and repeated keys are
 // problems.
 func (w *walker) fields(n *yaml.Node, path string, fields map[string]func(v *yaml.Node, path string)) {
-	if n = w.node(n, path); n == nil || isNull(n) {
+	if n = w.node(n, path); n == nil {
 		return
 	}
-	if n.Kind != yaml.MappingNode {
-		w.add(n.Line, path, "want a mapping of %s, got %s", strings.Join(sortedKeys(fields), ", "), describe(n))
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		w.add(n.Line, path, "want a mapping of %s, got %s%s", strings.Join(sortedKeys(fields), ", "), describe(n), omitHint(n))
 		return
 	}
 	seen := map[string]bool{}
@@ -149,24 +149,45 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
+	switch {
+	case isNull(n):
+		return "nothing"
+	case n.Kind == yaml.MappingNode && len(n.Content) == 0:
+		return "an empty mapping"
+	case n.Kind == yaml.MappingNode:
 		return "a mapping"
-	case yaml.SequenceNode:
+	case n.Kind == yaml.SequenceNode && len(n.Content) == 0:
+		return "an empty list"
+	case n.Kind == yaml.SequenceNode:
 		return "a list"
-	case yaml.ScalarNode:
+	case n.Kind == yaml.ScalarNode:
 		return strconv.Quote(n.Value)
 	}
 	return "an unsupported node"
 }
 
-// list walks a sequence, calling f for each item. A null is an empty list.
+// omitHint tells how to get a default when n is an empty value: an empty
+// value never silently means "the default".
+func omitHint(n *yaml.Node) string {
+	empty := isNull(n) || n.Kind != yaml.ScalarNode && len(n.Content) == 0 || n.Kind == yaml.ScalarNode && n.Value == ""
+	if empty {
+		return " (omit the field to get its default)"
+	}
+	return ""
+}
+
+// list walks a non-empty sequence, calling f for each item. Nothing and
+// an empty list are problems: a list that is given lists something.
 func (w *walker) list(n *yaml.Node, path string, f func(item *yaml.Node, path string)) {
-	if n = w.node(n, path); n == nil || isNull(n) {
+	w.walkList(n, path, false, f)
+}
+
+func (w *walker) walkList(n *yaml.Node, path string, emptyOK bool, f func(item *yaml.Node, path string)) {
+	if n = w.node(n, path); n == nil {
 		return
 	}
-	if n.Kind != yaml.SequenceNode {
-		w.add(n.Line, path, "want a list, got %s", describe(n))
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 && !emptyOK {
+		w.add(n.Line, path, "want a list, got %s%s", describe(n), omitHint(n))
 		return
 	}
 	for i, item := range n.Content {
@@ -174,53 +195,70 @@ func (w *walker) list(n *yaml.Node, path string, f func(item *yaml.Node, path st
 	}
 }
 
-// str returns a scalar's text; null is "".
+// str returns a scalar's text. Nothing and the empty string are problems:
+// an empty value never means the default.
 func (w *walker) str(n *yaml.Node, path string) string {
-	if n = w.node(n, path); n == nil || isNull(n) {
+	if n = w.node(n, path); n == nil {
 		return ""
 	}
-	if n.Kind != yaml.ScalarNode {
-		w.add(n.Line, path, "want a string, got %s", describe(n))
+	if n.Kind != yaml.ScalarNode || isNull(n) || n.Value == "" {
+		w.add(n.Line, path, "want a string, got %s%s", describe(n), omitHint(n))
 		return ""
 	}
 	return n.Value
 }
 
-// strings returns a list of scalars; a single scalar is a list of one.
+// strings returns a non-empty list of scalars; a single scalar is a list
+// of one.
 func (w *walker) strings(n *yaml.Node, path string) []string {
+	return w.stringList(n, path, false)
+}
+
+// stringsOrNone is strings where an empty list is a value of its own
+// ("none"), such as trusted_proxies: [].
+func (w *walker) stringsOrNone(n *yaml.Node, path string) []string {
+	return w.stringList(n, path, true)
+}
+
+func (w *walker) stringList(n *yaml.Node, path string, emptyOK bool) []string {
 	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) {
-		return []string{r.Value}
+		return []string{w.str(r, path)}
 	}
-	var out []string
-	w.list(n, path, func(item *yaml.Node, path string) {
+	out := []string{}
+	w.walkList(n, path, emptyOK, func(item *yaml.Node, path string) {
 		out = append(out, w.str(item, path))
 	})
 	return out
 }
 
+// boolean returns true or false, written so: "yes", "on", "1" and
+// quoted strings are problems, not booleans.
 func (w *walker) boolean(n *yaml.Node, path string) bool {
 	if n = w.node(n, path); n == nil {
 		return false
 	}
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
-		w.add(n.Line, path, "want true or false, got %s", describe(n))
+	switch {
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" && n.Value == "true":
+		return true
+	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" && n.Value == "false":
+		return false
 	}
-	return b
+	w.add(n.Line, path, "want true or false, got %s", describe(n))
+	return false
 }
 
-// integer returns a non-negative integer.
-func (w *walker) integer(n *yaml.Node, path string) int64 {
+// positive returns an integer > 0, written as a YAML integer.
+func (w *walker) positive(n *yaml.Node, path string) int64 {
 	if n = w.node(n, path); n == nil {
 		return 0
 	}
 	var i int64
-	if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
-		w.add(n.Line, path, "want an integer, got %s", describe(n))
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		w.add(n.Line, path, "want an integer, got %s%s", describe(n), omitHint(n))
 		return 0
 	}
-	if i < 0 {
-		w.add(n.Line, path, "must be >= 0, got %d", i)
+	if i <= 0 {
+		w.add(n.Line, path, "must be > 0, got %d (omit the field to get its default)", i)
 		return 0
 	}
 	return i

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/sluicehq/sluice"
 )
@@ -34,6 +34,11 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 		"group":   func(v *yaml.Node, p string) { z.Group = w.str(v, p) },
 		"failure": func(v *yaml.Node, p string) { z.Failure = FailurePolicy(w.str(v, p)) },
 		"shadow":  func(v *yaml.Node, p string) { z.Shadow = w.boolean(v, p) },
+		"mode":    func(v *yaml.Node, p string) { z.Mode = Mode(w.str(v, p)) },
+		"sync_interval": func(v *yaml.Node, p string) {
+			z.SyncInterval = w.duration(v, p)
+		},
+		"processes": func(v *yaml.Node, p string) { z.Processes = int(min(w.positive(v, p), 1<<20)) },
 	})
 	for i := range z.Limits {
 		l := &z.Limits[i]
@@ -49,7 +54,14 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 }
 
 func (w *walker) checkLimit(l sluice.Limit, path string) {
-	if err := l.Validate(); err != nil {
+	if w.failed(path) {
+		return // its spec or a field is reported
+	}
+	err := l.Validate()
+	if err == nil && !headerSafe(l.Name) {
+		err = fmt.Errorf("name %q: use printable ASCII (a RateLimit-Policy field carries it)", l.Name)
+	}
+	if err != nil {
 		w.add(w.line(path), path, "%s", problem(err))
 	}
 }
@@ -65,7 +77,7 @@ func (w *walker) algorithm(n *yaml.Node, path string) sluice.Algorithm {
 // limits reads "1r/5s, 5r/h", or a list whose items are spec strings or
 // mappings. It returns each limit with the path to report it under.
 func (w *walker) limits(n *yaml.Node, path string) ([]sluice.Limit, []string) {
-	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode {
+	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) && r.Value != "" {
 		ls, err := sluice.ParseLimits(r.Value)
 		if err != nil {
 			w.add(r.Line, path, "%s", problem(err))
@@ -90,7 +102,7 @@ func (w *walker) limits(n *yaml.Node, path string) ([]sluice.Limit, []string) {
 }
 
 func (w *walker) limit(n *yaml.Node, path string) (sluice.Limit, bool) {
-	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode {
+	if r := w.node(n, path); r != nil && r.Kind == yaml.ScalarNode && !isNull(r) && r.Value != "" {
 		return w.spec(r.Value, path)
 	}
 	var (
@@ -101,16 +113,20 @@ func (w *walker) limit(n *yaml.Node, path string) (sluice.Limit, bool) {
 	w.fields(n, path, map[string]func(*yaml.Node, string){
 		"spec": func(v *yaml.Node, p string) {
 			name, algo, res, shadow := l.Name, l.Algorithm, l.Resolution, l.Shadow
-			l, ok = w.spec(w.str(v, p), p)
-			l.Name, l.Algorithm, l.Resolution, l.Shadow = name, algo, res, shadow
 			set["spec"] = true
+			spec := w.str(v, p)
+			if spec == "" {
+				return // reported
+			}
+			l, ok = w.spec(spec, p)
+			l.Name, l.Algorithm, l.Resolution, l.Shadow = name, algo, res, shadow
 		},
 		"name":       func(v *yaml.Node, p string) { l.Name = w.str(v, p) },
 		"algorithm":  func(v *yaml.Node, p string) { l.Algorithm = w.algorithm(v, p) },
 		"resolution": func(v *yaml.Node, p string) { l.Resolution = w.duration(v, p) },
 		"shadow":     func(v *yaml.Node, p string) { l.Shadow = w.boolean(v, p) },
 	})
-	if !set["spec"] {
+	if !set["spec"] && !w.failed(path) {
 		w.add(w.line(path), path, "missing spec, such as spec: 100r/m")
 	}
 	return l, ok
@@ -157,6 +173,9 @@ func (w *walker) keyParts(n *yaml.Node, path string) []KeyPart {
 		if seq {
 			p = index(path, i)
 		}
+		if s == "" {
+			continue // reported
+		}
 		part, err := ParseKeyPart(s)
 		if err != nil {
 			w.add(w.line(p), p, "%v", err)
@@ -197,6 +216,17 @@ func ParseKeyPart(s string) (KeyPart, error) {
 		return KeyPart{}, fmt.Errorf("unknown key source %q (%s)", s, want)
 	}
 	return p, nil
+}
+
+// headerSafe reports whether s can be written in a Structured Field
+// String as it is: printable ASCII only.
+func headerSafe(s string) bool {
+	for _, c := range []byte(s) {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // validToken reports whether s is an RFC 9110 token, the syntax of header

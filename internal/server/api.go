@@ -1,30 +1,17 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/wire"
 )
-
-// checkRequest is the body of POST /v1/check and POST /v1/reset.
-type checkRequest struct {
-	// Zone names a configured zone. Required.
-	Zone string `json:"zone"`
-	// Key is the key to check; Keys several keys checked together. Exactly
-	// one of them.
-	Key  string   `json:"key"`
-	Keys []string `json:"keys"`
-	// Cost is what the check spends; absent means 1, 0 peeks.
-	Cost *int64 `json:"cost"`
-}
 
 // apiProblem is a request the API refuses, with its status.
 type apiProblem struct {
@@ -52,10 +39,12 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &mb):
 		p = &apiProblem{http.StatusRequestEntityTooLarge, "Request body too large", fmt.Sprintf("the body is larger than %d bytes", mb.Limit)}
 	case errors.Is(err, sluice.ErrInvalid):
-		p = badRequest("%s", strings.ReplaceAll(err.Error(), sluice.ErrInvalid.Error()+": ", ""))
+		p = badRequest("%s", publicDetail(err))
 	default:
 		s.logUndecided(r, err)
-		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", err.Error()}
+		// The cause (a Redis address, a timeout) is for the log, not for
+		// any caller of the API.
+		p = &apiProblem{http.StatusServiceUnavailable, "Rate limiter unavailable", "the store is unavailable or did not answer in time; the server log has the cause"}
 	}
 	httplimit.WriteProblem(w, &httplimit.Problem{Title: p.title, Status: p.status, Detail: p.detail})
 }
@@ -70,37 +59,50 @@ func (s *Server) logUndecided(r *http.Request, err error) {
 	s.log.Log(r.Context(), level, "could not decide", "path", r.URL.Path, "err", err)
 }
 
-// decodeRequest reads one JSON object from r's body.
-func decodeRequest(r *http.Request) (*checkRequest, error) {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	var req checkRequest
-	var mb *http.MaxBytesError
-	err := dec.Decode(&req)
-	if err == nil {
-		if _, next := dec.Token(); errors.As(next, &mb) {
-			err = next
-		} else if next != io.EOF {
-			err = errors.New("data after the object")
+// decodeRequest reads r's body into buf (reused storage, returned grown)
+// and decodes it, one JSON object, strictly (see wire.DecodeRequest).
+func decodeRequest(r *http.Request, buf []byte) (*wire.Request, []byte, error) {
+	buf, err := readBody(r.Body, buf[:0])
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, buf, err
+		}
+		return nil, buf, badRequest("reading the body: %v", err)
+	}
+	req, err := wire.DecodeRequest(buf)
+	if err != nil {
+		return nil, buf, badRequest("invalid JSON body: %v", err)
+	}
+	return req, buf, nil
+}
+
+// readBody appends all of body to dst, as io.ReadAll does into a buffer
+// of its own.
+func readBody(body io.Reader, dst []byte) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := body.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
 		}
 	}
-	switch {
-	case errors.As(err, &mb):
-		return nil, err
-	case err != nil:
-		return nil, badRequest("invalid JSON body: %v", err)
-	}
-	return &req, nil
 }
 
 // build fills c with the hits of req against the current zones.
-func (st *state) build(req *checkRequest, c *sluice.Check) (*zone, error) {
+func (st *state) build(req *wire.Request, c *sluice.Check) (*zone, error) {
 	if req.Zone == "" {
 		return nil, badRequest(`missing "zone"`)
 	}
 	z := st.zones[req.Zone]
 	if z == nil {
-		return nil, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(req.Zone, 64), st.zoneList())}
+		return nil, unknownZone(req.Zone)
 	}
 	keys := req.Keys
 	switch {
@@ -131,18 +133,6 @@ func (st *state) build(req *checkRequest, c *sluice.Check) (*zone, error) {
 	return z, nil
 }
 
-func (st *state) zoneList() string {
-	names := make([]string, 0, len(st.zones))
-	for n := range st.zones {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	if len(names) > 10 {
-		names = append(names[:10], "...")
-	}
-	return strings.Join(names, ", ")
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -153,14 +143,15 @@ func truncate(s string, n int) string {
 // handleCheck serves POST /v1/check: 200 with the decision when allowed,
 // 429 with the decision and Retry-After when denied.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeRequest(r)
+	b := s.getCheckBuf()
+	defer s.putCheckBuf(b)
+	req, buf, err := decodeRequest(r, b.buf)
+	b.buf = buf
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	st := s.state.Load()
-	b := s.getCheckBuf()
-	defer s.putCheckBuf(b)
 	z, err := st.build(req, &b.c)
 	if err != nil {
 		s.writeProblem(w, r, err)
@@ -182,7 +173,10 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if !b.d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	b.buf = appendDecision(b.buf[:0], z, b.c, &b.d)
+	var limits [sluice.MaxHits]wire.Limit
+	resp := wire.Response{Limits: limits[:0]}
+	response(&resp, z, b.c, &b.d)
+	b.buf = wire.AppendResponse(b.buf[:0], &resp)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Cache-Control"] = []string{"no-store"}
@@ -193,7 +187,10 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 // handleReset serves POST /v1/reset: 204 once the keys' state in the zone
 // is forgotten.
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeRequest(r)
+	b := s.getCheckBuf()
+	defer s.putCheckBuf(b)
+	req, buf, err := decodeRequest(r, b.buf)
+	b.buf = buf
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -203,8 +200,6 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.state.Load()
-	b := s.getCheckBuf()
-	defer s.putCheckBuf(b)
 	z, err := st.build(req, &b.c)
 	if err == nil {
 		err = z.limiter.Reset(r.Context(), b.c)

@@ -133,8 +133,8 @@ func TestAPIErrors(t *testing.T) {
 	}{
 		{"bad JSON", "/v1/check", `{"zone":`, 400, "invalid JSON body"},
 		{"not an object", "/v1/check", `[1]`, 400, "invalid JSON body"},
-		{"trailing data", "/v1/check", `{"zone":"three","key":"a"} {}`, 400, "data after the object"},
-		{"trailing brace", "/v1/check", `{"zone":"three","key":"a"}}`, 400, "data after the object"},
+		{"trailing data", "/v1/check", `{"zone":"three","key":"a"} {}`, 400, "after top-level value"},
+		{"trailing brace", "/v1/check", `{"zone":"three","key":"a"}}`, 400, "after top-level value"},
 		{"unknown field", "/v1/check", `{"zone":"three","key":"a","costs":1}`, 400, `unknown field "costs"`},
 		{"missing zone", "/v1/check", `{"key":"a"}`, 400, `missing "zone"`},
 		{"unknown zone", "/v1/check", `{"zone":"four","key":"a"}`, 404, `no zone named "four"`},
@@ -193,10 +193,12 @@ func FuzzCheckHandler(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h := limitBody(s.apiHandler(), cfg.Listeners[0].MaxBodyBytes)
+	h := limitBody(s.apiHandler("api"), cfg.Listeners[0].MaxBodyBytes)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(string(body))))
+		req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, req)
 		switch {
 		case w.Code >= 500:
 			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"fmt"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -11,12 +11,14 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // The headers the auth_request endpoint reads, as nginx is told to set
 // them (see docs/server.md).
 const (
 	headerRealIP         = "X-Real-Ip"
+	headerForwardedFor   = "X-Forwarded-For"
 	headerOriginalURI    = "X-Original-Uri"
 	headerOriginalMethod = "X-Original-Method"
 	headerOriginalHost   = "X-Original-Host"
@@ -30,9 +32,10 @@ const DefaultAuthDenyStatus = http.StatusForbidden
 // handleAuth serves /v1/auth?zone=NAME[&zone=NAME...][&deny_status=N], the
 // target of nginx's auth_request: 204 when the original request may
 // proceed, 403 (or deny_status) with Retry-After when it is denied, 401
-// when it carries no key for a zone. The original request is described
-// by X-Real-IP, X-Original-URI, X-Original-Method and X-Original-Host (or
-// Host), and its other headers, which nginx forwards.
+// when it carries no key for a zone (or forwarding headers that disagree).
+// The original request is described by X-Forwarded-For and X-Real-IP (see
+// originalRequest), X-Original-URI, X-Original-Method and X-Original-Host
+// (or Host), and its other headers, which nginx forwards.
 func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	zones, group, denyStatus, err := st.authParams(r.URL.Query())
@@ -41,6 +44,10 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	orig, err := originalRequest(r, st.cfg.TrustedProxies)
+	if errors.Is(err, httplimit.ErrNoKey) {
+		s.writeUndecided(w, r, err, http.StatusUnauthorized)
+		return
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -51,15 +58,19 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	}
 	b := s.getCheckBuf()
 	defer s.putCheckBuf(b)
-	if err := s.decide(orig, zones, group, s.backend.limiter(policies...), b); err != nil {
+	limiter := s.backend.limiter(policies...)
+	if len(zones) == 1 {
+		limiter = zones[0].limiter // async if the zone is
+	}
+	if err := s.decide(orig, zones, group, limiter, b); err != nil {
 		s.writeUndecided(w, r, err, http.StatusUnauthorized)
 		return
 	}
 	if !b.d.Allowed {
-		httplimit.WriteDenied(w, denyStatus, b.c, &b.d)
+		httpfields.WriteDenied(w, denyStatus, b.c, &b.d)
 		return
 	}
-	httplimit.SetFields(w.Header(), b.c, &b.d)
+	httpfields.SetFields(w.Header(), b.c, &b.d)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -77,7 +88,7 @@ func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStat
 		for name := range strings.SplitSeq(v, ",") {
 			z := st.zones[name]
 			if z == nil {
-				return nil, "", 0, &apiProblem{http.StatusNotFound, "Unknown zone", fmt.Sprintf("no zone named %q is configured (zones: %s)", truncate(name, 64), st.zoneList())}
+				return nil, "", 0, unknownZone(name)
 			}
 			if z.cfg.Group != "" && group != "" && z.cfg.Group != group {
 				return nil, "", 0, badRequest("zones of one check must share their group: %q has %q, another has %q", name, z.cfg.Group, group)
@@ -95,13 +106,18 @@ func (st *state) authParams(q url.Values) (zones []*zone, group string, denyStat
 }
 
 // originalRequest rebuilds the request nginx is asking about, for the
-// zones' key functions: its client address from X-Real-IP, its URI from
-// X-Original-URI, its method and host, and the forwarded headers.
+// zones' key functions: its client address, its URI from X-Original-URI,
+// its method and host, and the forwarded headers.
 //
-// X-Real-IP is believed only from a peer that is a loopback address (nginx
-// on the same host) or inside the configured trusted_proxies; from anyone
-// else it is ignored and the peer itself is the client, so a caller that
-// reaches the API listener directly cannot choose its own key.
+// The connection's peer is the front proxy asking (nginx, Traefik's
+// ForwardAuth, Caddy's forward_auth). It may speak for the client when it
+// is a loopback address or inside the configured trusted_proxies; the
+// client address is then read from X-Forwarded-For and X-Real-IP exactly
+// as the reverse proxy reads them (httplimit.ClientAddr, with the peer
+// itself trusted too). From any other peer both headers are ignored and
+// the peer is the client, so a caller that reaches the API listener
+// directly cannot choose its own key. The zones then see the client as
+// the peer of a request without forwarding headers.
 func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, error) {
 	orig := &http.Request{
 		Method:     r.Method,
@@ -111,8 +127,17 @@ func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, er
 		URL:        &url.URL{Path: "/"},
 	}
 	orig = orig.WithContext(r.Context())
-	if ip := strings.TrimSpace(r.Header.Get(headerRealIP)); ip != "" && peerTrusted(r.RemoteAddr, trusted) {
-		orig.RemoteAddr = net.JoinHostPort(ip, "0")
+	if peer, ok := trustedPeer(r.RemoteAddr, trusted); ok {
+		client, err := httplimit.ClientAddr(append(trusted[:len(trusted):len(trusted)], peer))(r)
+		if err != nil {
+			return nil, err
+		}
+		orig.RemoteAddr = net.JoinHostPort(client, "0")
+	}
+	if len(r.Header[headerForwardedFor]) > 0 || len(r.Header[headerRealIP]) > 0 {
+		orig.Header = r.Header.Clone()
+		delete(orig.Header, headerForwardedFor)
+		delete(orig.Header, headerRealIP)
 	}
 	if uri := r.Header.Get(headerOriginalURI); uri != "" {
 		u, err := url.ParseRequestURI(uri)
@@ -130,21 +155,23 @@ func originalRequest(r *http.Request, trusted []netip.Prefix) (*http.Request, er
 	return orig, nil
 }
 
-// peerTrusted reports whether the connection's peer may speak for the
-// client: a loopback address, or one inside trusted.
-func peerTrusted(remoteAddr string, trusted []netip.Prefix) bool {
+// trustedPeer reports whether the connection's peer may speak for the
+// client (a loopback address, or one inside trusted) and returns it as a
+// one-address prefix.
+func trustedPeer(remoteAddr string, trusted []netip.Prefix) (netip.Prefix, bool) {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	if err != nil {
-		return false
+		return netip.Prefix{}, false
 	}
-	a := ap.Addr().Unmap()
+	a := ap.Addr().WithZone("").Unmap()
+	self := netip.PrefixFrom(a, a.BitLen())
 	if a.IsLoopback() {
-		return true
+		return self, true
 	}
 	for _, p := range trusted {
 		if p.Contains(a) {
-			return true
+			return self, true
 		}
 	}
-	return false
+	return netip.Prefix{}, false
 }

@@ -29,7 +29,7 @@ func BenchmarkCheckHandler(b *testing.B) {
 	for _, bb := range []struct {
 		name string
 		h    http.Handler
-	}{{"trivial", trivial}, {"sluice", limitBody(s.apiHandler(), cfg.Listeners[0].MaxBodyBytes)}} {
+	}{{"trivial", trivial}, {"sluice", limitBody(s.apiHandler("api"), cfg.Listeners[0].MaxBodyBytes)}} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -37,7 +37,9 @@ func BenchmarkCheckHandler(b *testing.B) {
 				for pb.Next() {
 					i++
 					w := httptest.NewRecorder()
-					bb.h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(bodies[i%len(bodies)])))
+					req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(bodies[i%len(bodies)]))
+					req.Header.Set("Content-Type", "application/json")
+					bb.h.ServeHTTP(w, req)
 					if w.Code != http.StatusOK {
 						b.Fatalf("status %d: %s", w.Code, w.Body)
 					}

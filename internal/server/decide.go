@@ -35,9 +35,9 @@ func (s *Server) writeUndecided(w http.ResponseWriter, r *http.Request, err erro
 	p := httplimit.Problem{Title: "Rate limiter unavailable", Status: http.StatusServiceUnavailable, Detail: "the rate limiter could not decide"}
 	switch {
 	case errors.Is(err, httplimit.ErrNoKey):
-		p = httplimit.Problem{Title: "No rate limit key", Status: noKeyStatus, Detail: err.Error()}
+		p = httplimit.Problem{Title: "No rate limit key", Status: noKeyStatus, Detail: publicDetail(err)}
 	case errors.Is(err, sluice.ErrInvalid):
-		p = httplimit.Problem{Title: "Bad request", Status: http.StatusBadRequest, Detail: err.Error()}
+		p = httplimit.Problem{Title: "Bad request", Status: http.StatusBadRequest, Detail: publicDetail(err)}
 	default:
 		s.logUndecided(r, err)
 	}

@@ -3,7 +3,10 @@
 // auth_request endpoint (/v1/auth), the reverse proxy, and the operational
 // endpoints (/metrics, /healthz, /readyz), on the listeners of a
 // config.Config. The user documentation, with every option, endpoint,
-// header and metric, is docs/server.md.
+// header and metric, is docs/server.md. With rls.config_dir it also
+// serves Envoy's rate-limit API from package rls (grpc listeners, POST
+// /json), through the same failure-policy chains as the zones (rls.go);
+// docs/envoy.md documents it.
 //
 // # Structure
 //
@@ -11,7 +14,10 @@
 // memory store, or a Redis store (standalone, Sentinel, Cluster). New
 // puts, for a Redis store, one edge.Guard per failure policy in front of
 // it (sharing one breaker, with the store timeout) and a deny cache in
-// front of each guard; a zone checks through the chain of its policy. The
+// front of each guard; a zone checks through the chain of its policy. An
+// async zone (mode: async) checks through an edge.Async in front of its
+// policy's guard, one per policy and sync interval, closed (sending what it
+// owes) when the server stops. The
 // configuration is compiled into an immutable state (zones with their key
 // functions from package httplimit, proxy rules with their reverse
 // proxies) held in an atomic pointer: a reload swaps it, and a request
@@ -31,6 +37,18 @@
 //     a body over the listener's max_body_bytes with 413, and a store
 //     error the failure policy did not absorb with 503; every one is an
 //     application/problem+json body that says what is wrong.
+//   - POST endpoints require Content-Type: application/json (415
+//     otherwise), so a browser's cross-origin form post cannot reach them.
+//     The admin endpoints (config.Admin: reset by default, check and
+//     /metrics if listed) move to the admin listener when one is
+//     configured (404 on api listeners) and need the bearer token when one
+//     is set (401), compared in constant time over SHA-256 digests. The
+//     token is read per request from the current state, so a reload
+//     rotates it; refused calls are logged at most once per 10 s.
+//   - Error details drop Go package and operation names and hit indexes
+//     (publicDetail); a 404 for an unknown zone does not list the zones.
+//     The proxy's upstream error line is logged at most once per 10 s,
+//     with the count of lines it stands for.
 //   - /v1/check echoes each key in its per-limit results (the caller sent
 //     them); the proxy's and /v1/auth's 429 bodies never contain a key,
 //     which may be a secret token.
@@ -38,7 +56,9 @@
 //     turns any status but 2xx, 401 and 403 into a 500; nginx maps the 403
 //     to 429. ?deny_status= serves proxies that pass any status on. A
 //     request without a key for a zone gets 401 (a missing credential).
-//     /v1/auth believes X-Real-IP only from loopback peers and trusted_proxies.
+//     /v1/auth reads the client address from X-Forwarded-For and X-Real-IP
+//     as the proxy does (httplimit.ClientAddr), only from loopback peers and
+//     trusted_proxies.
 //   - The proxy answers a request without a key 400, as the httplimit
 //     middleware does; a key source with first_of falls back instead.
 //   - A reload changes zones, rules, trusted proxies, proxy headers and the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // testServer is a Server serving on real loopback listeners.
@@ -177,25 +178,7 @@ func wantProblem(t *testing.T, resp *http.Response, raw []byte, status int, deta
 }
 
 // decision is a decoded /v1/check answer.
-type decision struct {
-	Allowed    bool    `json:"allowed"`
-	Zone       string  `json:"zone"`
-	Source     string  `json:"source"`
-	Shadowed   bool    `json:"shadowed"`
-	RetryAfter float64 `json:"retry_after"`
-	Limits     []struct {
-		Key        string  `json:"key"`
-		Name       string  `json:"name"`
-		Limit      string  `json:"limit"`
-		Algorithm  string  `json:"algorithm"`
-		Allowed    bool    `json:"allowed"`
-		Shadow     bool    `json:"shadow"`
-		Used       float64 `json:"used"`
-		Remaining  int64   `json:"remaining"`
-		RetryAfter float64 `json:"retry_after"`
-		ResetAfter float64 `json:"reset_after"`
-	} `json:"limits"`
-}
+type decision = wire.Response
 
 func decodeDecision(t *testing.T, raw []byte) decision {
 	t.Helper()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,13 +127,54 @@ var (
 	descMemEvictions  = prometheus.NewDesc("sluice_memstore_evictions_total", "States the memory store dropped early because it was full.", nil, nil)
 )
 
+// The metrics of async zones, by failure policy and sync interval.
+var (
+	asyncLabels          = []string{"policy", "sync_interval", "processes"}
+	descAsyncPending     = prometheus.NewDesc("sluice_async_pending_cost", "Cost admitted by async zones and not yet recorded by the store, summed over keys.", asyncLabels, nil)
+	descAsyncKeys        = prometheus.NewDesc("sluice_async_keys", "Keys tracked by async zones.", asyncLabels, nil)
+	descAsyncDecisions   = prometheus.NewDesc("sluice_async_decisions_total", "Checks of async zones, by path: local (from the view) or sync (passed to the store).", append(asyncLabels, "path"), nil)
+	descAsyncFlushes     = prometheus.NewDesc("sluice_async_flushes_total", "Flush rounds of async zones.", asyncLabels, nil)
+	descAsyncFlushSecs   = prometheus.NewDesc("sluice_async_flush_seconds_total", "Time spent in flush rounds; divide by sluice_async_flushes_total for the mean latency.", asyncLabels, nil)
+	descAsyncLastFlush   = prometheus.NewDesc("sluice_async_last_flush_seconds", "Length of the last flush round.", asyncLabels, nil)
+	descAsyncFlushErrors = prometheus.NewDesc("sluice_async_flush_errors_total", "Flush calls that failed; their cost stays owed.", asyncLabels, nil)
+	descAsyncViewAge     = prometheus.NewDesc("sluice_async_view_age_seconds", "Age of the oldest view in use, as of the last sweep (about once a second).", asyncLabels, nil)
+	descAsyncDropped     = prometheus.NewDesc("sluice_async_dropped_cost_total", "Admitted cost never sent: owed for longer than its window, or at shutdown.", asyncLabels, nil)
+	descAsyncUnrecorded  = prometheus.NewDesc("sluice_async_unrecorded_cost_total", "Admitted cost the store refused because the key was full: measured over-admission.", asyncLabels, nil)
+)
+
 func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries, descMemKeys, descMemEvictions} {
+	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries, descMemKeys, descMemEvictions,
+		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
 		ch <- d
 	}
 }
 
+// collectAsync exports the counters of the async zones' limiters.
+func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
+	e.b.amu.Lock()
+	defer e.b.amu.Unlock()
+	for k, a := range e.b.asyncs {
+		s := a.Stats()
+		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes)}
+		metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, t, v, append(l, extra...)...)
+		}
+		metric(descAsyncPending, prometheus.GaugeValue, float64(s.Pending))
+		metric(descAsyncKeys, prometheus.GaugeValue, float64(s.Keys))
+		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Local), "local")
+		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Sync), "sync")
+		metric(descAsyncFlushes, prometheus.CounterValue, float64(s.Flushes))
+		metric(descAsyncFlushSecs, prometheus.CounterValue, s.FlushSeconds)
+		metric(descAsyncLastFlush, prometheus.GaugeValue, s.LastFlush.Seconds())
+		metric(descAsyncFlushErrors, prometheus.CounterValue, float64(s.FlushErrors))
+		metric(descAsyncViewAge, prometheus.GaugeValue, s.ViewAge.Seconds())
+		metric(descAsyncDropped, prometheus.CounterValue, float64(s.Dropped))
+		metric(descAsyncUnrecorded, prometheus.CounterValue, float64(s.Unrecorded))
+	}
+}
+
 func (e edgeCollector) Collect(ch chan<- prometheus.Metric) {
+	e.collectAsync(ch)
 	if st := e.b.store.Stats; st != nil {
 		s := st()
 		ch <- prometheus.MustNewConstMetric(descMemKeys, prometheus.GaugeValue, float64(s.Keys))

@@ -77,7 +77,9 @@ func TestRedisOutage(t *testing.T) {
 		t.Errorf("breaker metric %v, want 1 (open)", got)
 	}
 	resp, raw := post(t, ts.api+"/v1/reset", `{"zone":"open","key":"k"}`)
-	wantProblem(t, resp, raw, http.StatusServiceUnavailable, "unavailable")
+	if p := wantProblem(t, resp, raw, http.StatusServiceUnavailable, "unavailable"); strings.Contains(p.Detail, "127.0.0.1") || strings.Contains(p.Detail, "redisstore") {
+		t.Errorf("503 detail %q names the store's address or package", p.Detail)
+	}
 
 	r.Restart()
 	deadline := time.Now().Add(15 * time.Second)

@@ -51,6 +51,9 @@ func (s *Server) apply(cfg *config.Config) error {
 			return err
 		}
 	}
+	if err := checkAdmin(cfg); err != nil {
+		return err
+	}
 	if !reflect.DeepEqual(cfg.Store, s.running.Store) {
 		s.log.Warn("the store section changed; it takes effect on restart", "file", s.opts.ConfigPath)
 	}

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // Defaults of Options.
@@ -64,12 +67,29 @@ type Server struct {
 	running *config.Config
 
 	listeners []*listener
+	// upstreamLogs and adminLogs bound the upstream error lines and the
+	// refused admin calls to one line per edge.DefaultLogInterval each.
+	upstreamLogs, adminLogs throttle
+	// adminListener is whether some listener has the admin role: then the
+	// admin endpoints are served there only.
+	adminListener bool
+
+	// rls is Envoy's rate-limit service; nil without rls.config_dir.
+	rls *rls.Service
 }
 
 type listener struct {
 	cfg config.Listener
 	ln  net.Listener
-	srv *http.Server
+	srv serving
+}
+
+// serving is what Serve and shutdown need of a listener's server: an
+// *http.Server or a gRPC server.
+type serving interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
 }
 
 // New returns a Server for cfg. It opens the store (unless opts.Store is
@@ -89,7 +109,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if err := checkAdmin(cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
+	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
+	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	store := opts.Store
 	if store == nil {
 		var err error
@@ -108,6 +133,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.state.Store(st)
+	if err := s.openRLS(cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -127,7 +155,13 @@ func (s *Server) Listen() error {
 			s.closeListeners()
 			return fmt.Errorf("server: listen (%s) on %s: %w", cfg.Serve, cfg.Addr, err)
 		}
-		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: s.httpServer(cfg)})
+		var srv serving
+		if cfg.Serve == config.GRPC {
+			srv = s.grpcServer(cfg)
+		} else {
+			srv = s.httpServer(cfg)
+		}
+		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: srv})
 	}
 	return nil
 }
@@ -162,7 +196,7 @@ func (s *Server) httpServer(cfg config.Listener) *http.Server {
 	if cfg.Serve == config.ProxyRole {
 		h = s.proxyHandler()
 	} else {
-		h = s.apiHandler()
+		h = s.apiHandler(cfg.Serve)
 	}
 	return &http.Server{
 		Handler:           limitBody(h, cfg.MaxBodyBytes),
@@ -203,6 +237,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.opts.ConfigPath != "" && s.opts.WatchInterval > 0 {
 		go s.watch(watchCtx, s.opts.ConfigPath, s.opts.WatchInterval)
 	}
+	s.watchRLS(watchCtx)
 	var err error
 	select {
 	case <-ctx.Done():
@@ -234,5 +269,15 @@ func (s *Server) shutdown() error {
 		return fmt.Errorf("server: close store: %w", err)
 	}
 	s.log.Info("stopped")
+	return nil
+}
+
+// checkAdmin refuses a configuration whose admin token file was named but
+// not read (config.Parse does no I/O; config.Load reads it): serving it
+// would leave the admin endpoints open.
+func checkAdmin(cfg *config.Config) error {
+	if cfg.Admin.TokenFile != "" && cfg.Admin.Token == "" {
+		return fmt.Errorf("server: admin.token_file %q was not read; load the configuration with config.Load", cfg.Admin.TokenFile)
+	}
 	return nil
 }

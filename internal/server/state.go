@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 // state is a configuration compiled for serving: zones with their key
@@ -41,7 +42,7 @@ type zone struct {
 }
 
 func (s *Server) newZone(z *config.Zone, key httplimit.KeyFunc) *zone {
-	cz := &zone{cfg: z, key: key, limiter: s.backend.limiter(z.Failure), counters: s.metrics.zoneCounters(z.Name)}
+	cz := &zone{cfg: z, key: key, limiter: s.backend.zoneLimiter(z), counters: s.metrics.zoneCounters(z.Name)}
 	cz.self = []*zone{cz}
 	for _, l := range z.Limits {
 		cz.labels = append(cz.labels, l.Label())
@@ -54,24 +55,24 @@ func (s *Server) newZone(z *config.Zone, key httplimit.KeyFunc) *zone {
 // policyField is the RateLimit-Policy field of a check of hits, computed
 // once: it depends on the limits, not on the keys.
 func policyField(hits []sluice.Hit) []string {
-	if v := httplimit.AppendPolicy(nil, sluice.Check{Hits: hits}); len(v) > 0 {
+	if v := httpfields.AppendPolicy(nil, sluice.Check{Hits: hits}); len(v) > 0 {
 		return []string{string(v)}
 	}
 	return nil
 }
 
 // setFields sets the RateLimit fields of an allowed check whose policy
-// field was computed beforehand; denials go through httplimit.SetFields,
+// field was computed beforehand; denials go through httpfields.SetFields,
 // which also sets Retry-After.
 func setFields(h http.Header, policy []string, b *checkBuf) {
 	if !b.d.Allowed || policy == nil {
-		httplimit.SetFields(h, b.c, &b.d)
+		httpfields.SetFields(h, b.c, &b.d)
 		return
 	}
-	h[httplimit.FieldPolicy] = policy
-	b.buf = httplimit.AppendRateLimit(b.buf[:0], b.c, &b.d)
+	h[httpfields.FieldPolicy] = policy
+	b.buf = httpfields.AppendRateLimit(b.buf[:0], b.c, &b.d)
 	if len(b.buf) > 0 {
-		h[httplimit.FieldRateLimit] = []string{string(b.buf)}
+		h[httpfields.FieldRateLimit] = []string{string(b.buf)}
 	}
 }
 
@@ -125,6 +126,9 @@ func (s *Server) compileRule(st *state, r *config.Rule) *rule {
 		}
 	}
 	cr.limiter = s.backend.limiter(policies...)
+	if len(cr.zones) == 1 {
+		cr.limiter = cr.zones[0].limiter // async if the zone is
+	}
 	var hits []sluice.Hit
 	for _, z := range cr.zones {
 		hits = z.hits(hits, "k")

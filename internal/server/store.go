@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -74,6 +75,19 @@ type backend struct {
 	remote   bool
 	breaker  *edge.Breaker
 	policies map[config.FailurePolicy]*policyChain
+	log      *slog.Logger
+
+	// asyncs are the edge.Async limiters of async zones, one per failure
+	// policy, sync interval and processes, made as zones ask and kept until
+	// close (a reload reuses them).
+	amu    sync.Mutex
+	asyncs map[asyncKey]*edge.Async
+}
+
+type asyncKey struct {
+	policy    config.FailurePolicy
+	interval  time.Duration
+	processes int
 }
 
 // policyChain is the limiter of one failure policy.
@@ -85,7 +99,7 @@ type policyChain struct {
 
 func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger) (*backend, error) {
 	timed := &timedLimiter{next: store.Limiter, hist: m.storeDuration}
-	b := &backend{store: store, remote: cfg.Kind != config.Memory, policies: map[config.FailurePolicy]*policyChain{}}
+	b := &backend{store: store, remote: cfg.Kind != config.Memory, policies: map[config.FailurePolicy]*policyChain{}, log: log, asyncs: map[asyncKey]*edge.Async{}}
 	if !b.remote {
 		for _, p := range []config.FailurePolicy{config.FailOpen, config.FailClosed, config.FailLocal} {
 			b.policies[p] = &policyChain{limiter: timed}
@@ -115,6 +129,10 @@ func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger) (*
 	return b, nil
 }
 
+// asyncCloseTimeout bounds how long closing the server waits for each
+// async limiter to send what it owes.
+const asyncCloseTimeout = 5 * time.Second
+
 // strictness orders failure policies: a check over zones with different
 // policies uses the strictest.
 var strictness = map[config.FailurePolicy]int{config.FailOpen: 0, config.FailLocal: 1, config.FailClosed: 2}
@@ -127,6 +145,35 @@ func (b *backend) limiter(policies ...config.FailurePolicy) sluice.Limiter {
 		}
 	}
 	return b.policies[strictest].limiter
+}
+
+// zoneLimiter returns the limiter of a zone's own checks: its policy's
+// chain, behind an edge.Async when the zone is async. The Async sends its
+// cost through the policy's Guard, not its deny cache (whose answers are
+// not the store's), so the zone's failure policy decides the checks it
+// cannot decide from its views while the store fails.
+func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
+	if z.Mode != config.AsyncMode {
+		return b.limiter(z.Failure)
+	}
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	k := asyncKey{z.Failure, z.SyncInterval, z.Processes}
+	if a := b.asyncs[k]; a != nil {
+		return a
+	}
+	chain := b.policies[z.Failure]
+	var next sluice.Limiter = chain.limiter
+	if chain.guard != nil {
+		next = chain.guard
+	}
+	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, Logger: b.log})
+	if err != nil { // not with a validated configuration
+		b.log.Error("async mode unavailable; the zone is synchronous", "zone", z.Name, "error", err.Error())
+		return b.limiter(z.Failure)
+	}
+	b.asyncs[k] = a
+	return a
 }
 
 // probe asks the store itself, bypassing the failure policies, whether it
@@ -142,8 +189,17 @@ func (b *backend) probe(ctx context.Context, timeout time.Duration) error {
 	return b.store.Limiter.Check(ctx, c, &d)
 }
 
-// close releases the store.
+// close sends what the async zones owe, then releases the store.
 func (b *backend) close() error {
+	b.amu.Lock()
+	for k, a := range b.asyncs {
+		ctx, cancel := context.WithTimeout(context.Background(), asyncCloseTimeout)
+		if err := a.Close(ctx); err != nil {
+			b.log.Warn("async zone: pending cost not sent", "policy", string(k.policy), "sync_interval", k.interval.String(), "error", err.Error())
+		}
+		cancel()
+	}
+	b.amu.Unlock()
 	if b.store.Close == nil {
 		return nil
 	}

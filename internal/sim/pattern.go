@@ -17,7 +17,7 @@ func (t *Trace) plan(r *rng, i int) plan {
 	c := t.Class(i)
 	p := plan{class: c}
 	d, w, rate := float64(t.o.Duration), float64(t.o.Window), float64(t.o.Rate)
-	mean := requestShare[c] * float64(t.o.Requests) / float64(t.first[c+1]-t.first[c])
+	mean := t.p.requestShare[c] * float64(t.o.Requests) / float64(t.first[c+1]-t.first[c])
 	switch c {
 	case SteadyUnder, SteadyOver:
 		p.n = max(1, int64(mean*r.uniform(0.25, 1.75)))
@@ -36,7 +36,7 @@ func (t *Trace) plan(r *rng, i int) plan {
 	case Background:
 		r.pareto(paretoShape)
 		p.n = t.sizes[i]
-		lo := min(d, max(w, float64(p.n)*w/(maxBackground*rate)))
+		lo := min(d, max(w, float64(p.n)*w/(t.p.backgroundMax*rate)))
 		p.length = math.Exp(r.uniform(math.Log(lo), math.Log(d)))
 		p.start = r.uniform(0, d-p.length)
 	}

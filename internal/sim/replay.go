@@ -43,6 +43,11 @@ type tally struct {
 	falselyLimited    int64
 	falselyLetThrough int64
 	worstMiss         int64 // highest real count of a source falsely let through
+	modelWrong        int64 // verdicts that differ from the algorithm's own model's
+	modelDiff         sum   // Σ |usage − model's usage| / (model's usage + 1)
+	overSources       int64 // enforcing: sources whose offered requests exceed Rate in some window
+	worstSum          int64 // enforcing: Σ over those sources of the worst window admitted
+	worstMax          int64 // enforcing: the largest of them
 }
 
 func (t *tally) add(o *tally) {
@@ -58,6 +63,11 @@ func (t *tally) add(o *tally) {
 	t.falselyLimited += o.falselyLimited
 	t.falselyLetThrough += o.falselyLetThrough
 	t.worstMiss = max(t.worstMiss, o.worstMiss)
+	t.modelWrong += o.modelWrong
+	t.modelDiff.add(o.modelDiff.value())
+	t.overSources += o.overSources
+	t.worstSum += o.worstSum
+	t.worstMax = max(t.worstMax, o.worstMax)
 }
 
 // sum is a Neumaier-compensated float64 sum: ten million relative
@@ -86,27 +96,28 @@ func abs(x float64) float64 {
 // replayer runs one source's requests through every algorithm and the
 // reference. One replayer per worker; it reuses its buffers across sources.
 type replayer struct {
-	p       algo.Params
-	names   []string
-	enforce bool
-	states  []algo.State
-	refs    []exact // one shared in shadow mode, one per algorithm when enforcing
-	limited []bool  // per algorithm: limited some request of this source
-	over    []bool  // per reference: really over at some request
-	peak    []int64 // per reference: highest real count
+	p        algo.Params
+	names    []string
+	enforce  bool
+	states   []algo.State
+	models   []model   // per algorithm; nil where the model is the exact window
+	refs     []exact   // per algorithm, then the shared one: see ref
+	admitted [][]int64 // enforcing: per algorithm, the instants it admitted
+	limited  []bool    // per algorithm: limited some request of this source
+	over     []bool    // per reference: really over at some request
+	peak     []int64   // per reference: highest real count
 }
 
 func newReplayer(p algo.Params, names []string, enforce bool) (*replayer, error) {
-	nref := 1
-	if enforce {
-		nref = len(names)
-	}
+	nref := len(names) + 1
 	r := &replayer{p: p, names: names, enforce: enforce, states: make([]algo.State, len(names)),
-		refs: make([]exact, nref), limited: make([]bool, len(names)), over: make([]bool, nref), peak: make([]int64, nref)}
-	for _, name := range names {
+		models: make([]model, len(names)), refs: make([]exact, nref), admitted: make([][]int64, len(names)),
+		limited: make([]bool, len(names)), over: make([]bool, nref), peak: make([]int64, nref)}
+	for k, name := range names {
 		if algo.New(name) == nil {
 			return nil, fmt.Errorf("sim: unknown algorithm %q (want sliding-window, buckets, log, decay or gcra)", name)
 		}
+		r.models[k] = newModel(name, p)
 	}
 	return r, nil
 }
@@ -130,7 +141,10 @@ const maxSamples = 20_000
 // last, when every algorithm has forgotten the source.
 func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
 	for k, name := range r.names {
-		r.states[k], r.limited[k] = algo.New(name), false
+		r.states[k], r.limited[k], r.admitted[k] = algo.New(name), false, r.admitted[k][:0]
+		if m := r.models[k]; m != nil {
+			m.reset()
+		}
 	}
 	for k := range r.refs {
 		r.refs[k].reset()
@@ -157,13 +171,13 @@ func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
 	for ; watch && next <= end; next += step {
 		points = append(points, r.sample(next))
 	}
-	r.closeSource(out)
+	r.closeSource(out, worstWindow(at, r.p.Window))
 	return points
 }
 
 // sample returns the usage at now, between requests, in shadow mode.
 func (r *replayer) sample(now int64) Point {
-	pt := Point{At: now, Real: r.refs[0].count(now, r.p.Window), Estimate: make([]float64, len(r.names))}
+	pt := Point{At: now, Real: r.refs[len(r.names)].count(now, r.p.Window), Estimate: make([]float64, len(r.names))}
 	for k, s := range r.states {
 		pt.Estimate[k] = s.Eval(r.p, now, 0).Used
 	}
@@ -171,30 +185,52 @@ func (r *replayer) sample(now int64) Point {
 }
 
 // request decides one request at now with every algorithm and compares
-// each verdict and estimate with the reference's.
+// each verdict and estimate with the reference's and with the algorithm's
+// own model.
 func (r *replayer) request(now int64, out []tally, pt *Point) {
-	real := r.realRate(0, now)
+	shared := len(r.names)
+	all := r.realRate(shared, now)
+	if pt != nil {
+		pt.Real = all
+	}
 	for k, s := range r.states {
-		if r.enforce && k > 0 {
-			real = r.realRate(k, now)
+		real := all
+		if ref := r.ref(k); ref != shared {
+			real = r.realRate(ref, now)
 		}
 		res := s.Eval(r.p, now, 1)
 		out[k].observe(real, res, r.p.Rate)
+		r.observeModel(k, now, real, res, &out[k])
 		r.limited[k] = r.limited[k] || !res.Allowed
 		if pt != nil {
-			pt.Real, pt.Estimate[k] = real, res.Used+1
+			pt.Estimate[k] = res.Used + 1
 		}
-		if r.enforce && !res.Allowed {
-			continue // an enforcing limiter records nothing for a denial
+		if !res.Allowed && (r.enforce || !recordsDenied(r.names[k])) {
+			continue // an enforcing limiter, or a GCRA in any mode, records nothing for a denial
 		}
 		s.Record(r.p, now, 1)
-		if r.enforce {
+		if m := r.models[k]; m != nil {
+			m.record(now)
+		}
+		if r.ref(k) != shared {
 			r.refs[k].add(now)
 		}
+		if r.enforce {
+			r.admitted[k] = append(r.admitted[k], now)
+		}
 	}
-	if !r.enforce {
-		r.refs[0].add(now)
+	r.refs[shared].add(now)
+}
+
+// ref returns the index in refs of algorithm k's exact reference, which
+// counts the history that algorithm recorded: every request (the shared
+// reference, last in refs) for a counting algorithm in shadow mode, what it
+// admitted otherwise (its own, refs[k]).
+func (r *replayer) ref(k int) int {
+	if !r.enforce && recordsDenied(r.names[k]) {
+		return len(r.names)
 	}
+	return k
 }
 
 // realRate returns reference ref's exact count at now, the request
@@ -204,6 +240,27 @@ func (r *replayer) realRate(ref int, now int64) int64 {
 	r.over[ref] = r.over[ref] || real > r.p.Rate
 	r.peak[ref] = max(r.peak[ref], real)
 	return real
+}
+
+// recordsDenied reports whether the named algorithm records, in shadow
+// mode, a request it would deny. A counting algorithm in a measuring
+// (shadow) limiter counts every request; a GCRA only ever advances its
+// theoretical arrival time for a conforming request (a denied one is not
+// scheduled), so it records only what it allows, in every mode.
+func recordsDenied(algorithm string) bool { return algorithm != "gcra" }
+
+// observeModel compares algorithm k's answer res at now with its own model:
+// the exact window (whose count, the request included, is real) or the
+// algorithm's model replayed on the same history.
+func (r *replayer) observeModel(k int, now, real int64, res algo.Result, t *tally) {
+	used, fits := float64(real-1), real <= r.p.Rate
+	if m := r.models[k]; m != nil {
+		used, fits = m.used(now), m.fits(now)
+	}
+	t.modelDiff.add(abs(res.Used-used) / (used + 1))
+	if res.Allowed != fits {
+		t.modelWrong++
+	}
 }
 
 // observe counts one request: the algorithm's answer res against the real
@@ -226,13 +283,14 @@ func (t *tally) observe(real int64, res algo.Result, rate int64) {
 	}
 }
 
-// closeSource adds the source-level verdicts of the source just replayed.
-func (r *replayer) closeSource(out []tally) {
+// closeSource adds the source-level verdicts of the source just replayed,
+// whose offered requests fill at most offered in any window. When
+// enforcing, a source whose offered requests exceed Rate in some window is
+// one the exact limit limits: for it, each algorithm's worst window of what
+// it admitted counts.
+func (r *replayer) closeSource(out []tally, offered int64) {
 	for k := range r.names {
-		ref := 0
-		if r.enforce {
-			ref = k
-		}
+		ref := r.ref(k)
 		t, over := &out[k], r.over[ref]
 		t.sources++
 		if r.limited[k] {
@@ -247,6 +305,12 @@ func (r *replayer) closeSource(out []tally) {
 		case !r.limited[k] && over:
 			t.falselyLetThrough++
 			t.worstMiss = max(t.worstMiss, r.peak[ref])
+		}
+		if r.enforce && offered > r.p.Rate {
+			worst := worstWindow(r.admitted[k], r.p.Window)
+			t.overSources++
+			t.worstSum += worst
+			t.worstMax = max(t.worstMax, worst)
 		}
 	}
 }

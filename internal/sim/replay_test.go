@@ -51,18 +51,20 @@ func TestHandBuiltSlidingWindow(t *testing.T) {
 	// |2.1 − 2|/2; source 2 at 10.5 s: |2.9 − 2|/2, at 11 s: |3.8 − 2|/2.
 	diff := (1.0/3 + 0.4/3 + 0.1/2 + 0.9/2 + 1.8/2) / 11
 	want := Result{Algorithm: "sliding-window", Limited: 4, ExactLimited: 2, WronglyAllowed: 1, WronglyDenied: 3,
-		MeanRateDiff: diff, SourcesLimited: 2, SourcesOver: 2, FalselyLimited: 1, FalselyLetThrough: 1, WorstMiss: 0.5}
+		SourcesLimited: 2, SourcesOver: 2, FalselyLimited: 1, FalselyLetThrough: 1, WorstMiss: 0.5,
+		Model: "exact window", ModelWronglyDecided: 4}
 	got := rep.Results[0]
-	if math.Abs(got.MeanRateDiff-want.MeanRateDiff) > 1e-9 {
-		t.Errorf("MeanRateDiff = %v, want %v", got.MeanRateDiff, want.MeanRateDiff)
+	if got.MeanRateDiff == nil || math.Abs(*got.MeanRateDiff-diff) > 1e-9 || math.Abs(got.ModelMeanDiff-diff) > 1e-9 {
+		t.Errorf("MeanRateDiff = %v, ModelMeanDiff = %v, want both %v", got.MeanRateDiff, got.ModelMeanDiff, diff)
 	}
-	got.MeanRateDiff = want.MeanRateDiff
-	if got != want {
+	if got.MeanRateDiff, got.ModelMeanDiff = nil, 0; got != want {
 		t.Errorf("sliding-window:\n got %+v\nwant %+v", got, want)
 	}
-	exact := Result{Algorithm: "log", Limited: 2, ExactLimited: 2, SourcesLimited: 2, SourcesOver: 2}
-	if rep.Results[1] != exact {
-		t.Errorf("log:\n got %+v\nwant %+v", rep.Results[1], exact)
+	exact := Result{Algorithm: "log", Limited: 2, ExactLimited: 2, SourcesLimited: 2, SourcesOver: 2, Model: "exact window"}
+	if got := rep.Results[1]; got.MeanRateDiff == nil || *got.MeanRateDiff != 0 {
+		t.Errorf("log: MeanRateDiff %v, want 0", got.MeanRateDiff)
+	} else if got.MeanRateDiff = nil; got != exact {
+		t.Errorf("log:\n got %+v\nwant %+v", got, exact)
 	}
 }
 
@@ -76,17 +78,26 @@ func TestEnforceGCRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its worst window, (0 s, 6 s] in any window of 10 s, holds 3: 1.5 L.
+	// Against its own exact model it makes no error.
 	want := Result{Algorithm: "gcra", Limited: 2, ExactLimited: 3, WronglyAllowed: 1,
-		SourcesLimited: 1, SourcesOver: 1}
+		SourcesLimited: 1, SourcesOver: 1, Model: "GCRA (TAT)"}
 	got := rep.Results[0]
-	got.MeanRateDiff = 0
-	if got != want {
+	if got.MeanRateDiff != nil || got.WorstWindow == nil || *got.WorstWindow != (WorstWindow{Sources: 1, Mean: 1.5, Max: 1.5}) {
+		t.Errorf("gcra: MeanRateDiff %v (want none), WorstWindow %+v (want 1 source, 1.5, 1.5)", got.MeanRateDiff, got.WorstWindow)
+	}
+	if got.ModelMeanDiff > 1e-12 {
+		t.Errorf("gcra: ModelMeanDiff %v, want 0", got.ModelMeanDiff)
+	}
+	if got.WorstWindow, got.ModelMeanDiff = nil, 0; got != want {
 		t.Errorf("gcra:\n got %+v\nwant %+v", got, want)
 	}
 	// The log admits 0 s and 1 s, denies 2 s and 3 s, and denies 6 s too.
-	exact := Result{Algorithm: "log", Limited: 3, ExactLimited: 3, SourcesLimited: 1, SourcesOver: 1}
-	if rep.Results[1] != exact {
-		t.Errorf("log:\n got %+v\nwant %+v", rep.Results[1], exact)
+	exact := Result{Algorithm: "log", Limited: 3, ExactLimited: 3, SourcesLimited: 1, SourcesOver: 1, Model: "exact window"}
+	if got := rep.Results[1]; got.WorstWindow == nil || *got.WorstWindow != (WorstWindow{Sources: 1, Mean: 1, Max: 1}) {
+		t.Errorf("log: WorstWindow %+v, want 1 source, 1, 1", got.WorstWindow)
+	} else if got.WorstWindow, got.MeanRateDiff = nil, nil; got != exact {
+		t.Errorf("log:\n got %+v\nwant %+v", got, exact)
 	}
 	if rep.Mode != "enforce" {
 		t.Errorf("mode %q, want enforce", rep.Mode)
@@ -103,7 +114,8 @@ func TestLogIsExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := rep.Results[0]
-		if r.WronglyAllowed != 0 || r.WronglyDenied != 0 || r.MeanRateDiff != 0 || r.FalselyLimited != 0 || r.FalselyLetThrough != 0 {
+		if r.WronglyAllowed != 0 || r.WronglyDenied != 0 || *r.MeanRateDiff != 0 || r.FalselyLimited != 0 || r.FalselyLetThrough != 0 ||
+			r.ModelWronglyDecided != 0 || r.ModelMeanDiff != 0 {
 			t.Errorf("enforce=%v: log differs from the exact reference: %+v", enforce, r)
 		}
 		if r.Limited == 0 || r.SourcesOver == 0 || r.Limited != r.ExactLimited {

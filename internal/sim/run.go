@@ -91,7 +91,7 @@ func validParams(p algo.Params) error {
 	case p.Bucket <= 0 || p.Window%p.Bucket != 0:
 		return fmt.Errorf("sim: bucket %d µs must be positive and divide the window %d µs", p.Bucket, p.Window)
 	}
-	return nil
+	return validModel(p.Rate, p.Window)
 }
 
 // run is one Run in progress.
@@ -196,7 +196,7 @@ func (r *run) report() *Report {
 func (r *run) results(t []tally) []Result {
 	out := make([]Result, len(t))
 	for k := range t {
-		out[k] = t[k].result(r.names[k], r.p.Rate)
+		out[k] = t[k].result(r.names[k], r.p.Rate, r.enforce)
 	}
 	return out
 }

@@ -38,17 +38,9 @@ func (c Class) String() string {
 	return fmt.Sprintf("Class(%d)", uint8(c))
 }
 
-// The mix of a trace: the share of sources and of requests in each special
-// class. The background has the remaining sources and requests.
-var (
-	sourceShare  = [numClasses]float64{SteadyUnder: 0.02, SteadyOver: 0.02, Bursty: 0.02}
-	requestShare = [numClasses]float64{SteadyUnder: 0.20, SteadyOver: 0.20, Bursty: 0.15}
-)
-
 const (
-	paretoShape   = 1.2    // of background sizes: a heavy tail
-	paretoMax     = 1000.0 // truncation of the Pareto weights (minimum 1)
-	maxBackground = 50     // a background session is at most this many times the threshold on average
+	paretoShape = 1.2    // of background sizes: a heavy tail
+	paretoMax   = 1000.0 // truncation of the Pareto weights (minimum 1)
 )
 
 // MaxSources is the largest number of sources of a Trace: planning keeps
@@ -56,7 +48,8 @@ const (
 // background's requests.
 const MaxSources = 10_000_000
 
-// TraceOptions describe a generated trace. All fields are required.
+// TraceOptions describe a generated trace. All fields but Profile are
+// required.
 type TraceOptions struct {
 	Seed     uint64 // the same seed gives the same trace
 	Requests int64  // total requests, exactly
@@ -64,6 +57,9 @@ type TraceOptions struct {
 	Duration int64  // µs; every request falls in [0, Duration)
 	Rate     int64  // the threshold the trace is shaped around, per Window
 	Window   int64  // µs
+	// Profile is the mix of traffic classes, Harsh or Cloudflare.
+	// Default Harsh.
+	Profile string
 }
 
 // Trace is a generated, seeded workload: Sources sources whose requests
@@ -72,6 +68,7 @@ type TraceOptions struct {
 // A Trace is safe for concurrent use.
 type Trace struct {
 	o     TraceOptions
+	p     profile
 	first [numClasses + 1]int // sources of class c are first[c] ≤ i < first[c+1]
 	sizes []int64             // requests of each source
 }
@@ -90,11 +87,18 @@ func NewTrace(o TraceOptions) (*Trace, error) {
 	case o.Sources < int(numClasses) || o.Sources > MaxSources:
 		return nil, fmt.Errorf("sim: trace: %d sources, want %d (one per traffic class) to %d", o.Sources, numClasses, MaxSources)
 	}
-	t := &Trace{o: o, sizes: make([]int64, o.Sources)}
+	p, err := profileOf(o.Profile)
+	if err != nil {
+		return nil, err
+	}
+	if o.Profile == "" {
+		o.Profile = Harsh
+	}
+	t := &Trace{o: o, p: p, sizes: make([]int64, o.Sources)}
 	for c := range numClasses {
 		n := 0
 		if c != Background {
-			n = max(1, int(sourceShare[c]*float64(o.Sources)))
+			n = max(1, int(p.sourceShare[c]*float64(o.Sources)))
 		}
 		t.first[c+1] = t.first[c] + n
 	}
@@ -110,26 +114,42 @@ func NewTrace(o TraceOptions) (*Trace, error) {
 		return nil, fmt.Errorf("sim: trace: %d requests are too few for %d sources (want at least %d)",
 			o.Requests, o.Sources, special+bg)
 	}
+	if most := t.backgroundCap() * bg; rest > most {
+		return nil, fmt.Errorf("sim: trace: %d requests are too many for the %s profile: its %d background sources may send at most %d",
+			o.Requests, o.Profile, bg, most)
+	}
 	t.allocate(rest)
 	return t, nil
 }
 
+// backgroundCap returns the most requests a background source may send:
+// backgroundMax thresholds per window over the whole duration, at least 1.
+func (t *Trace) backgroundCap() int64 {
+	return max(1, int64(t.p.backgroundMax*float64(t.o.Rate)*float64(t.o.Duration)/float64(t.o.Window)))
+}
+
 // allocate splits rest requests over the background sources in proportion
-// to truncated Pareto weights, at least one each, by largest remainder so
-// that they add up exactly.
+// to truncated Pareto weights, at least one each and at most
+// backgroundCap each, by largest remainder so that they add up exactly.
+// Sources whose share would pass the cap get the cap, and the others share
+// the rest, until none passes it.
 func (t *Trace) allocate(rest int64) {
-	lo := t.first[Background]
+	lo, most := t.first[Background], t.backgroundCap()
 	w := make([]float64, t.o.Sources-lo)
-	sum := 0.0
 	for k := range w {
 		r := newRNG(t.o.Seed, uint64(lo+k))
 		w[k] = min(r.pareto(paretoShape), paretoMax)
-		sum += w[k]
 	}
-	extra := rest - int64(len(w))
+	capped := make([]bool, len(w))
+	extra, sum := t.capLargest(w, capped, rest, most)
 	frac := make([]float64, len(w))
 	given := int64(0)
 	for k := range w {
+		if capped[k] {
+			t.sizes[lo+k], frac[k] = most, -1
+			given += most
+			continue
+		}
 		share := float64(extra) * w[k] / sum
 		t.sizes[lo+k] = 1 + int64(share)
 		frac[k] = share - math.Floor(share)
@@ -146,6 +166,32 @@ func (t *Trace) allocate(rest int64) {
 	}
 }
 
+// capLargest marks in capped the sources whose proportional share of rest
+// would pass most, repeatedly, and returns what the others share beyond
+// their one request each and the sum of their weights.
+func (t *Trace) capLargest(w []float64, capped []bool, rest, most int64) (extra int64, sum float64) {
+	for {
+		sum, extra = 0, rest
+		for k := range w {
+			if capped[k] {
+				extra -= most
+			} else {
+				sum += w[k]
+				extra--
+			}
+		}
+		more := false
+		for k := range w {
+			if !capped[k] && 1+float64(extra)*w[k]/sum > float64(most) {
+				capped[k], more = true, true
+			}
+		}
+		if !more {
+			return extra, sum
+		}
+	}
+}
+
 func cmpFloat(a, b float64) int {
 	switch {
 	case a < b:
@@ -158,6 +204,9 @@ func cmpFloat(a, b float64) int {
 
 // Sources implements Workload.
 func (t *Trace) Sources() int { return t.o.Sources }
+
+// Profile returns the name of the trace's profile.
+func (t *Trace) Profile() string { return t.o.Profile }
 
 // Size returns the number of requests of source i.
 func (t *Trace) Size(i int) int64 { return t.sizes[i] }

@@ -135,6 +135,42 @@ func TestBurstsReachTheThreshold(t *testing.T) {
 	}
 }
 
+// TestCloudflareProfile: in the cloudflare profile most sources are far
+// below the threshold: no background source averages more than a quarter
+// of it over the duration (here the cap binds: the largest Pareto shares
+// would be ten times more), none goes over the threshold, and the trace
+// still has exactly the requested requests, with the few special sources
+// of the profile.
+func TestCloudflareProfile(t *testing.T) {
+	tr, err := NewTrace(TraceOptions{Seed: 1, Requests: 1_000_000, Sources: 10_000, Duration: 3600 * sec,
+		Rate: 100, Window: 60 * sec, Profile: Cloudflare})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Profile() != Cloudflare || tr.first[Background] != 100+20+20 {
+		t.Fatalf("profile %q, %d special sources; want cloudflare, 140", tr.Profile(), tr.first[Background])
+	}
+	most, capped, total := int64(25*60), 0, int64(0)
+	for i := range tr.Sources() {
+		total += tr.Size(i)
+		if tr.Class(i) != Background {
+			continue
+		}
+		if tr.Size(i) > most {
+			t.Fatalf("background source %d sends %d requests, more than the cap %d", i, tr.Size(i), most)
+		}
+		if tr.Size(i) == most {
+			capped++
+		}
+		if p := peak(tr, i); p > tr.o.Rate {
+			t.Errorf("background source %d (%d requests) reaches %d in a window, over the threshold", i, tr.Size(i), p)
+		}
+	}
+	if total != 1_000_000 || capped == 0 {
+		t.Errorf("%d requests (want 1000000), %d background sources at the cap (want some)", total, capped)
+	}
+}
+
 func TestNewTraceErrors(t *testing.T) {
 	ok := TraceOptions{Seed: 1, Requests: 10_000, Sources: 100, Duration: 3600 * sec, Rate: 100, Window: 60 * sec}
 	cases := map[string]func(o *TraceOptions){
@@ -143,6 +179,11 @@ func TestNewTraceErrors(t *testing.T) {
 		"too few sources":  func(o *TraceOptions) { o.Sources = 3 },
 		"too many sources": func(o *TraceOptions) { o.Sources = MaxSources + 1 },
 		"too few requests": func(o *TraceOptions) { o.Requests = 50 },
+		"unknown profile":  func(o *TraceOptions) { o.Profile = "calm" },
+		// 97 background sources of at most a quarter of 100 per minute
+		// for an hour (1500 each) cannot send the 180,000 or so requests
+		// the three special sources leave.
+		"too many for cloudflare": func(o *TraceOptions) { o.Profile, o.Requests = Cloudflare, 200_000 },
 	}
 	for name, mutate := range cases {
 		o := ok

@@ -1,4 +1,4 @@
-package httplimit_test
+package httpfields_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
 func TestCeilSeconds(t *testing.T) {
@@ -21,7 +21,7 @@ func TestCeilSeconds(t *testing.T) {
 		{time.Second + time.Microsecond, 2}, {714 * time.Millisecond, 1}, {66 * time.Second, 66},
 	}
 	for _, tt := range tests {
-		if got := httplimit.CeilSeconds(tt.in); got != tt.want {
+		if got := httpfields.CeilSeconds(tt.in); got != tt.want {
 			t.Errorf("CeilSeconds(%v) = %d, want %d", tt.in, got, tt.want)
 		}
 	}
@@ -40,18 +40,18 @@ func TestFieldValues(t *testing.T) {
 		sluice.HitResult{Allowed: false, Shadow: true, Used: 1, RetryAfter: time.Second},
 		sluice.HitResult{Allowed: true, Used: 0, Remaining: 5, ResetAfter: 0},
 	)
-	if got, want := string(httplimit.AppendPolicy(nil, c)), `"10r/m";q=10;w=60, "day \"quota\"";q=1000;w=86400, "half??";q=5;w=2`; got != want {
+	if got, want := string(httpfields.AppendPolicy(nil, c)), `"10r/m";q=10;w=60, "day \"quota\"";q=1000;w=86400, "half??";q=5;w=2`; got != want {
 		t.Errorf("policy:\n got %s\nwant %s", got, want)
 	}
-	if got, want := string(httplimit.AppendRateLimit(nil, c, d)), `"10r/m";r=0;t=12, "day \"quota\"";r=500;t=82800, "half??";r=5;t=0`; got != want {
+	if got, want := string(httpfields.AppendRateLimit(nil, c, d)), `"10r/m";r=0;t=12, "day \"quota\"";r=500;t=82800, "half??";r=5;t=0`; got != want {
 		t.Errorf("ratelimit:\n got %s\nwant %s", got, want)
 	}
 	// A decision taken by a failure policy has no hit results: no field.
-	if got := httplimit.AppendRateLimit(nil, c, &sluice.Decision{Allowed: true, Source: sluice.FromFailOpen}); len(got) != 0 {
+	if got := httpfields.AppendRateLimit(nil, c, &sluice.Decision{Allowed: true, Source: sluice.FromFailOpen}); len(got) != 0 {
 		t.Errorf("degraded decision: got %q, want nothing", got)
 	}
 	c.Shadow = true
-	if got := httplimit.AppendPolicy(nil, c); len(got) != 0 {
+	if got := httpfields.AppendPolicy(nil, c); len(got) != 0 {
 		t.Errorf("all-shadow check: got %q, want nothing", got)
 	}
 }
@@ -66,7 +66,7 @@ func TestWriteDenied(t *testing.T) {
 		sluice.HitResult{Allowed: true, Remaining: 50, ResetAfter: time.Hour},
 	)
 	w := httptest.NewRecorder()
-	httplimit.WriteDenied(w, http.StatusTooManyRequests, c, d)
+	httpfields.WriteDenied(w, http.StatusTooManyRequests, c, d)
 	res := w.Result()
 	if res.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("status %d, want 429", res.StatusCode)
@@ -85,7 +85,7 @@ func TestWriteDenied(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
 		t.Fatalf("body %q: %v", w.Body, err)
 	}
-	if p["type"] != httplimit.QuotaExceeded || p["status"] != 429.0 {
+	if p["type"] != httpfields.QuotaExceeded || p["status"] != 429.0 {
 		t.Errorf("body %v: wrong type or status", p)
 	}
 	if v, _ := p["violated-policies"].([]any); len(v) != 1 || v[0] != "burst" {
@@ -97,7 +97,7 @@ func TestWriteDenied(t *testing.T) {
 }
 
 func TestProblemJSONEscaping(t *testing.T) {
-	p := httplimit.Problem{Title: "t\"<\x01>\u2028", Status: 400, Detail: "bad \xff utf-8 ü"}
+	p := httpfields.Problem{Title: "t\"<\x01>\u2028", Status: 400, Detail: "bad \xff utf-8 ü"}
 	var got map[string]any
 	if err := json.Unmarshal(p.AppendJSON(nil), &got); err != nil {
 		t.Fatalf("%s: %v", p.AppendJSON(nil), err)

@@ -1,0 +1,350 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of AsyncOptions.
+const (
+	// DefaultSyncInterval is how often pending cost is sent. The
+	// over-admission bound grows linearly with it, and a hot key costs the
+	// store one call per interval per process, so 100 ms keeps the excess
+	// to a tenth of a second of local traffic while cutting the store's
+	// calls for a key admitted 10,000 times a second by 1,000 times.
+	DefaultSyncInterval = 100 * time.Millisecond
+	// DefaultFlushers is the number of flusher goroutines: store calls in
+	// flight at once during a flush round. The Redis store coalesces
+	// concurrent calls into batched script calls.
+	DefaultFlushers = 16
+	// DefaultAsyncMaxKeys bounds the keys an Async limiter tracks.
+	DefaultAsyncMaxKeys = 100_000
+	// DefaultAsyncMaxBytes bounds the bytes of the keys it tracks.
+	DefaultAsyncMaxBytes = 64 << 20
+	// DefaultMaxViewAge is the age past which a view is not used.
+	DefaultMaxViewAge = time.Minute
+	// DefaultFlushTimeout bounds one flush call.
+	DefaultFlushTimeout = time.Second
+)
+
+// slotOverhead is what a tracked key costs besides its strings, in bytes,
+// counted against AsyncOptions.MaxBytes: the slot, its map entry, its share
+// of the queue.
+const slotOverhead = 320
+
+// AsyncOptions configure an Async limiter. The zero value means defaults.
+type AsyncOptions struct {
+	// SyncInterval is how often each key's pending cost is sent to the
+	// store, and its view refreshed from the reply. A key is sent sooner,
+	// at once, when its unsent cost reaches half of what its view says
+	// remains. Must be >= 0; zero means DefaultSyncInterval (100ms).
+	SyncInterval time.Duration
+	// Processes is the number of processes sharing the store's keys, or 1.
+	// Each process then admits locally, between two replies, at most its
+	// share (rounded up) of what remained at the last reply, which divides
+	// the worst-case over-admission by about Processes (see the package
+	// doc). Must be >= 0; zero means 1.
+	Processes int
+	// Flushers is the number of goroutines that send pending cost: the
+	// store calls in flight at once. Must be >= 0; zero means
+	// DefaultFlushers (16).
+	Flushers int
+	// MaxKeys bounds the keys tracked. A check of a key that finds the
+	// table full is passed to the store synchronously (AsyncStats.Overflow).
+	// Must be >= 0; zero means DefaultAsyncMaxKeys (100,000).
+	MaxKeys int
+	// MaxBytes bounds the bytes of the tracked keys' strings plus a fixed
+	// overhead of 320 bytes per key, like MaxKeys. Must be >= 0; zero
+	// means DefaultAsyncMaxBytes (64 MiB).
+	MaxBytes int64
+	// MaxViewAge is the age past which a key's view is not used: its
+	// checks go to the store synchronously (while the store fails, that is
+	// to its failure policy) until a reply refreshes it. Must be >= 0;
+	// zero means DefaultMaxViewAge (1m).
+	MaxViewAge time.Duration
+	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
+	// means DefaultFlushTimeout (1s).
+	FlushTimeout time.Duration
+	// Logger receives failed flush rounds, at most one line per 10 s.
+	// Default: nothing is logged.
+	Logger *slog.Logger
+	// Now reads the clock. It must be safe for concurrent use. Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// AsyncStats is a snapshot of an Async limiter's counters and gauges.
+type AsyncStats struct {
+	// Local counts decisions made from the local view; Sync those passed
+	// to the store (no view yet, a stale one, or a full table).
+	Local, Sync uint64
+	// Overflow counts checks passed to the store because the table was
+	// full.
+	Overflow uint64
+	// Keys is the number of keys tracked now; Pending their cost admitted
+	// here and not yet recorded by the store (gauges).
+	Keys, Pending int64
+	// Flushes counts flush rounds; FlushCalls the store calls they made;
+	// FlushErrors the calls that failed (their cost is kept and sent
+	// again).
+	Flushes, FlushCalls, FlushErrors uint64
+	// FlushSeconds is the total time spent in flush rounds; LastFlush the
+	// length of the last one.
+	FlushSeconds float64
+	LastFlush    time.Duration
+	// ViewAge is the age of the oldest view of a key used in the last
+	// second, as of the last sweep (a gauge).
+	ViewAge time.Duration
+	// Dropped counts cost admitted here that will never be sent: owed for
+	// longer than its limit's window (it would be counted in the wrong
+	// window), or still owed when Close gave up.
+	Dropped uint64
+	// Unrecorded counts cost admitted here that the store refused to
+	// record because the key was already full: over-admission that was
+	// seen.
+	Unrecorded uint64
+}
+
+// An Async is a sluice.Limiter that decides checks locally, from a view of
+// the shared usage (what the store said remained at its last reply) less
+// the cost admitted here and not yet sent, and sends each key's pending
+// cost to the store in the background every SyncInterval. Its decisions
+// have Source sluice.FromLocalView; a key without a usable view is decided
+// by the store synchronously. It is safe for concurrent use. It runs one
+// coordinating goroutine and Flushers flusher goroutines, whatever the
+// traffic; Close stops them after sending everything pending.
+type Async struct {
+	next       sluice.Limiter
+	interval   time.Duration
+	processes  int64
+	maxKeys    int64
+	maxBytes   int64
+	maxViewAge time.Duration
+	timeout    time.Duration
+	now        func() time.Time
+	clock      func() time.Duration // since base
+	base       time.Time
+	log        *slog.Logger
+	logs       throttle
+
+	secret secret // keys the fingerprints of slots
+	shards [asyncShards]asyncShard
+	nextID atomic.Uint64
+	keys   atomic.Int64
+	bytes  atomic.Int64
+
+	// The queue: slots with something to send, each at most once; and the
+	// urgent ones, near their budget, which a kick sends at once.
+	qmu    sync.Mutex
+	queue  []*slot
+	urgent []*slot
+	kick   chan struct{}
+	// flushNow asks run for a round now; it closes the channel sent when
+	// the round is over.
+	flushNow chan chan struct{}
+
+	work     chan flushItem
+	round    sync.WaitGroup
+	closing  chan struct{}
+	done     chan struct{}
+	closed   atomic.Bool
+	active   atomic.Int64 // checks under way, for Close
+	once     sync.Once
+	spare    [2][]*slot // the queues' other buffers, the coordinator's own
+	closeErr error
+	closeCtx context.Context
+
+	local, sync, overflow          atomic.Uint64
+	pending                        atomic.Int64
+	flushes, flushCalls, flushErrs atomic.Uint64
+	flushNanos, lastFlush, viewAge atomic.Int64
+	dropped, unrecorded            atomic.Uint64
+}
+
+var _ sluice.Limiter = (*Async)(nil)
+
+const asyncShards = 64
+
+type asyncShard struct {
+	mu sync.RWMutex
+	m  map[fingerprint]*slot // by fingerprint of the slotKey
+}
+
+// slotKey is what identifies a key's state in the store: its hit, the
+// check's group (part of the store's key) and shadow flag.
+type slotKey struct {
+	hit    sluice.Hit
+	group  string
+	shadow bool
+}
+
+// A slot is one key tracked by an Async limiter.
+type slot struct {
+	key slotKey
+	fp  fingerprint
+	id  uint64 // lock order
+
+	mu sync.Mutex
+	// The view: the store's last reply, at viewAt (ns since base; 0: none).
+	remaining              int64
+	used                   float64
+	retryAfter, resetAfter time.Duration
+	viewAt                 int64
+	// pending is admitted here and not sent; inflight is being sent.
+	// pendingSince is when the oldest pending cost was admitted.
+	pending, inflight int64
+	pendingSince      int64
+	queued, urgent    bool // on the queue; on the urgent queue
+	refresh           bool
+	flushing          bool // a flush of the key is under way
+	dead              bool // removed from the table: checks go to the store
+	lastUse           int64
+}
+
+// NewAsync returns an Async limiter in front of next, configured by opts,
+// and starts its flushers. Call Close to stop them.
+func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
+	if err := opts.validate(next); err != nil {
+		return nil, err
+	}
+	a := &Async{
+		next: next, interval: opts.SyncInterval, processes: int64(opts.Processes),
+		maxKeys: int64(opts.MaxKeys), maxBytes: opts.MaxBytes, maxViewAge: opts.MaxViewAge,
+		timeout: opts.FlushTimeout, now: opts.Now, log: opts.Logger, secret: newSecret(),
+		kick: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
+	}
+	a.interval = orDefault(a.interval, DefaultSyncInterval)
+	a.maxViewAge = orDefault(a.maxViewAge, DefaultMaxViewAge)
+	a.timeout = orDefault(a.timeout, DefaultFlushTimeout)
+	a.processes = max(a.processes, 1)
+	a.maxKeys = orDefault(a.maxKeys, DefaultAsyncMaxKeys)
+	a.maxBytes = orDefault(a.maxBytes, DefaultAsyncMaxBytes)
+	a.clock = func() time.Duration { return time.Since(a.base) } // the monotonic clock alone
+	if opts.Now != nil {
+		a.clock = func() time.Duration { return opts.Now().Sub(a.base) }
+	} else {
+		a.now = time.Now
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.logs = throttle{every: DefaultLogInterval, now: a.now}
+	a.base = a.now().Add(-time.Second) // so that mono() > 0
+	for i := range a.shards {
+		a.shards[i].m = make(map[fingerprint]*slot)
+	}
+	flushers := orDefault(opts.Flushers, DefaultFlushers)
+	a.work = make(chan flushItem, flushers)
+	for range flushers {
+		go a.flusher()
+	}
+	go a.run()
+	return a, nil
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (o AsyncOptions) validate(next sluice.Limiter) error {
+	bad := func(field string, v any) error {
+		return fmt.Errorf("edge: %w: AsyncOptions.%s must be >= 0, got %v", sluice.ErrInvalid, field, v)
+	}
+	switch {
+	case next == nil:
+		return fmt.Errorf("edge: %w: NewAsync needs a limiter", sluice.ErrInvalid)
+	case o.SyncInterval < 0:
+		return bad("SyncInterval", o.SyncInterval)
+	case o.Processes < 0:
+		return bad("Processes", o.Processes)
+	case o.Flushers < 0:
+		return bad("Flushers", o.Flushers)
+	case o.MaxKeys < 0:
+		return bad("MaxKeys", o.MaxKeys)
+	case o.MaxBytes < 0:
+		return bad("MaxBytes", o.MaxBytes)
+	case o.MaxViewAge < 0:
+		return bad("MaxViewAge", o.MaxViewAge)
+	case o.FlushTimeout < 0:
+		return bad("FlushTimeout", o.FlushTimeout)
+	}
+	return nil
+}
+
+// SyncInterval returns the interval at which pending cost is sent.
+func (a *Async) SyncInterval() time.Duration { return a.interval }
+
+// Stats returns a snapshot of the limiter's counters.
+func (a *Async) Stats() AsyncStats {
+	return AsyncStats{
+		Local: a.local.Load(), Sync: a.sync.Load(), Overflow: a.overflow.Load(),
+		Keys: a.keys.Load(), Pending: a.pending.Load(),
+		Flushes: a.flushes.Load(), FlushCalls: a.flushCalls.Load(), FlushErrors: a.flushErrs.Load(),
+		FlushSeconds: time.Duration(a.flushNanos.Load()).Seconds(), LastFlush: time.Duration(a.lastFlush.Load()),
+		ViewAge: time.Duration(a.viewAge.Load()),
+		Dropped: a.dropped.Load(), Unrecorded: a.unrecorded.Load(),
+	}
+}
+
+// fingerprint returns the 128-bit digest of k, the slots' map key: one
+// pass over its strings.
+func (a *Async) fingerprint(k *slotKey) fingerprint {
+	var h hasher
+	h.init(&a.secret)
+	h.str(k.hit.Zone)
+	h.str(k.hit.Key)
+	h.str(k.group)
+	l := &k.hit.Limit
+	h.str(l.Name)
+	h.str(string(l.Algorithm))
+	h.word(uint64(l.Rate), uint64(l.Window))
+	h.word(uint64(l.Resolution), btou(l.Shadow)|btou(k.shadow)<<1)
+	return h.sum()
+}
+
+func (a *Async) shard(fp fingerprint) *asyncShard {
+	return &a.shards[fp.hi%asyncShards]
+}
+
+// slot returns the slot of fp, or nil.
+func (a *Async) slot(fp fingerprint) *slot {
+	sh := a.shard(fp)
+	sh.mu.RLock()
+	s := sh.m[fp]
+	sh.mu.RUnlock()
+	return s
+}
+
+// addSlot returns the slot of k, whose fingerprint is fp, adding one if
+// the bounds allow, or nil.
+func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
+	sh := a.shard(fp)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s := sh.m[fp]; s != nil {
+		return s
+	}
+	size := keyBytes(k)
+	if a.keys.Load() >= a.maxKeys || a.bytes.Load()+size > a.maxBytes {
+		return nil
+	}
+	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
+	sh.m[fp] = s
+	a.keys.Add(1)
+	a.bytes.Add(size)
+	return s
+}
+
+func keyBytes(k *slotKey) int64 {
+	l := &k.hit.Limit
+	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group)+len(l.Name)+len(l.Algorithm))
+}

@@ -1,0 +1,77 @@
+package rls_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rls"
+)
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		// want is "line: text" of the first problem.
+		line int
+		want string
+	}{
+		{"no domain", "descriptors: []\n", 1, "missing domain"},
+		{"unknown field", "domain: d\ndescriptors:\n  - key: k\n    valu: v\n", 4, `unknown field "valu"`},
+		{"empty key", "domain: d\ndescriptors:\n  - value: v\n    rate_limit: {unit: second, requests_per_unit: 1}\n", 3, "missing key"},
+		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n", 5, `unknown unit "fortnight"`},
+		{"no unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {requests_per_unit: 3}\n", 4, "missing unit"},
+		{"negative rate", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", 4, "want an integer"},
+		{"unlimited with a unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", 4, "unlimited"},
+		{"duplicate", "domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n", 5, `duplicate descriptor "k_v" (also at line 3)`},
+		{"share without wildcard", "domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n", 3, "share_threshold needs a wildcard"},
+		{"replaces without name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{}]\n", 7, "replaces needs the name"},
+		{"bad algorithm", "domain: d\nalgorithm: leaky\n", 2, `unknown algorithm "leaky"`},
+		{"bad failure", "domain: d\nfailure: maybe\n", 2, `unknown failure policy "maybe"`},
+		{"not yaml", "domain: [\n", 2, "did not find expected node content"},
+		{"empty", "", 0, "the file is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(tc.text)})
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("err %v, want a *config.Error", err)
+			}
+			if ce.File != "f.yaml" || ce.Line != tc.line || !strings.Contains(ce.Problem, tc.want) {
+				t.Errorf("got %q (line %d), want f.yaml line %d with %q", err, ce.Line, tc.line, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseDuplicateDomain(t *testing.T) {
+	_, err := rls.Parse(map[string][]byte{"a.yaml": []byte("domain: d\n"), "b.yaml": []byte("domain: d\n")})
+	if err == nil || !strings.Contains(err.Error(), "b.yaml:1: domain: domain \"d\" is also defined in a.yaml") {
+		t.Errorf("err %v, want b.yaml:1 naming a.yaml", err)
+	}
+}
+
+func TestLoadDirSkipsOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	r := &rig{t: t, dir: dir}
+	r.write("a.yaml", "domain: a\n")
+	r.write("b.yml", "domain: b\n")
+	r.write(".swap.yaml", "not: [valid\n")
+	r.write("README", "not yaml at all: [\n")
+	rules, err := rls.LoadDir(dir)
+	if err != nil || rules.Domains() != 2 || rules.Domain("a") == nil || rules.Domain("b") == nil {
+		t.Fatalf("LoadDir: %v, %d domains; want a and b", err, rules.Domains())
+	}
+	if _, err := rls.LoadDir(t.TempDir()); err == nil {
+		t.Error("an empty directory must be an error")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(example2))
+	f.Add([]byte(apiRules))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rls.Parse(map[string][]byte{"f.yaml": data}) // must not panic
+	})
+}

@@ -1,0 +1,322 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpfields"
+)
+
+// Options configure a Service. Limiter is required.
+type Options struct {
+	// Limiter returns the limiter that decides the checks of a domain with
+	// the given failure policy. Required.
+	Limiter func(config.FailurePolicy) sluice.Limiter
+	// Logger receives the service's logs. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the service's metrics. Default: none.
+	Registerer prometheus.Registerer
+	// ResponseHeaders adds the RateLimit-Policy and RateLimit fields, and
+	// Retry-After when over the limit, to response_headers_to_add.
+	// Default: false.
+	ResponseHeaders bool
+	// Shadow puts every limit in shadow mode, as envoyproxy/ratelimit's
+	// SHADOW_MODE does: requests are decided and counted as usual and
+	// answered OK. Default: false.
+	Shadow bool
+}
+
+// Service answers Envoy's ShouldRateLimit from a set of Rules. It is safe
+// for concurrent use; SetRules swaps the rules atomically.
+type Service struct {
+	opts    Options
+	log     *slog.Logger
+	rules   atomic.Pointer[Rules]
+	metrics *metrics
+}
+
+// New returns a Service that serves rules.
+func New(rules *Rules, opts Options) (*Service, error) {
+	if opts.Limiter == nil {
+		return nil, errors.New("rls: Options.Limiter is required")
+	}
+	if rules == nil {
+		return nil, errors.New("rls: no rules")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{opts: opts, log: opts.Logger, metrics: newMetrics()}
+	if opts.Registerer != nil {
+		if err := s.metrics.register(opts.Registerer); err != nil {
+			return nil, fmt.Errorf("rls: metrics: %w", err)
+		}
+	}
+	s.rules.Store(rules)
+	return s, nil
+}
+
+// SetRules serves r from the next request on.
+func (s *Service) SetRules(r *Rules) { s.rules.Store(r) }
+
+// Rules returns the rules being served.
+func (s *Service) Rules() *Rules { return s.rules.Load() }
+
+// descriptor is one request descriptor being decided.
+type descriptor struct {
+	m     match
+	lim   *limit
+	cost  int64
+	hit   int // index in the check's hits; -1 when not checked
+	state int // one of the descriptor states below
+}
+
+const (
+	noLimit    = iota // no rule, a replaced rule, or an empty descriptor
+	unlimited         // an unlimited rule: OK without the store
+	checked           // a hit of the check
+	impossible        // requests_per_unit 0, or a cost above the rate
+)
+
+// ShouldRateLimit decides req: one all-or-nothing sluice check of every
+// descriptor that a limit applies to. It returns a gRPC status error for a
+// malformed request (InvalidArgument) or when the store could not decide
+// and the domain's failure policy did not absorb it (Unavailable).
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	resp, domain, err := s.decide(ctx, req)
+	s.metrics.request(domain, resp, err)
+	return resp, err
+}
+
+func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, *Domain, error) {
+	if req.GetDomain() == "" {
+		return nil, nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	dom := s.rules.Load().Domain(req.Domain)
+	descs := make([]descriptor, len(req.Descriptors))
+	if dom == nil {
+		// envoyproxy/ratelimit answers an unknown domain OK, without limits.
+		return s.respond(nil, descs, sluice.Check{}, &sluice.Decision{}, false), nil, nil
+	}
+	if err := dom.plan(req, descs); err != nil {
+		return nil, dom, err
+	}
+	c, blocked, err := dom.check(descs, s.opts.Shadow)
+	if err != nil {
+		return nil, dom, err
+	}
+	var d sluice.Decision
+	if len(c.Hits) > 0 {
+		err := s.opts.Limiter(dom.Failure).Check(ctx, c, &d)
+		switch {
+		case errors.Is(err, sluice.ErrInvalid):
+			return nil, dom, status.Error(codes.InvalidArgument, err.Error())
+		case err != nil && ctx.Err() != nil:
+			return nil, dom, status.FromContextError(ctx.Err()).Err()
+		case err != nil:
+			s.log.Warn("could not decide", "domain", dom.Name, "err", err)
+			return nil, dom, status.Errorf(codes.Unavailable, "rls: the store could not decide: %v", err)
+		}
+		if d.Source.Degraded() {
+			s.metrics.degraded(dom.Name, d.Source.String())
+		}
+	}
+	resp := s.respond(dom, descs, c, &d, blocked)
+	return resp, dom, nil
+}
+
+// plan matches every descriptor of req (or takes its limit override),
+// applies replaces and the hits addends.
+func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
+	var replaced map[string]bool // allocated only when some limit replaces another
+	entries := make([]entry, 0, 4)
+	for i, pd := range req.Descriptors {
+		entries = entries[:0]
+		for _, e := range pd.GetEntries() {
+			entries = append(entries, entry{e.GetKey(), e.GetValue()})
+		}
+		dd := &descs[i]
+		dd.hit = -1
+		if len(entries) == 0 {
+			continue
+		}
+		dd.cost = int64(max(req.HitsAddend, 1))
+		if h := pd.GetHitsAddend(); h != nil {
+			dd.cost = int64(min(h.GetValue(), math.MaxInt64))
+		}
+		if o := pd.GetLimit(); o != nil {
+			lim, err := d.override(o, entries)
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			dd.m, dd.lim = match{key: entriesKey(entries), metric: lim.sl.Name}, lim
+			continue
+		}
+		m, ok := d.match(entries)
+		if !ok {
+			continue
+		}
+		dd.m, dd.lim = m, m.rule.limit
+		for _, name := range dd.lim.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	for i := range descs {
+		dd := &descs[i]
+		switch {
+		case dd.lim == nil:
+		case dd.lim.name != "" && replaced[dd.lim.name]:
+			dd.lim = nil
+		case dd.lim.unlimited:
+			dd.state = unlimited
+		case dd.lim.sl.Rate == 0 || dd.cost > dd.lim.sl.Rate:
+			dd.state = impossible
+		default:
+			dd.state = checked
+		}
+	}
+	return nil
+}
+
+// check builds the one sluice check of the descriptors in the checked
+// state. A non-shadow impossible descriptor blocks the request: the check
+// becomes a peek (cost 0), so that the others report their state and
+// nothing is recorded. Descriptors that select the same counter share a
+// hit. Recording descriptors must agree on one cost.
+func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked bool, err error) {
+	cost, costFrom := int64(-1), -1
+	for i := range descs {
+		dd := &descs[i]
+		if dd.state == impossible && !dd.lim.sl.Shadow && !shadow {
+			blocked = true
+		}
+		if dd.state != checked {
+			continue
+		}
+		if cost >= 0 && dd.cost != cost {
+			return c, false, status.Errorf(codes.InvalidArgument,
+				"descriptors %d and %d have hits_addend %d and %d: sluice decides a request as one all-or-nothing check with one cost; send them in separate requests",
+				costFrom, i, cost, dd.cost)
+		}
+		cost, costFrom = dd.cost, i
+		hit := sluice.Hit{Zone: "rls/" + d.Name, Key: dd.m.key, Limit: dd.lim.sl}
+		dd.hit = -1
+		for j, h := range c.Hits {
+			if h.Key == hit.Key && h.Limit.Window == hit.Limit.Window {
+				dd.hit = j
+			}
+		}
+		if dd.hit < 0 {
+			if len(c.Hits) == sluice.MaxHits {
+				return c, false, status.Errorf(codes.InvalidArgument, "more than %d descriptors with a limit in one request", sluice.MaxHits)
+			}
+			dd.hit = len(c.Hits)
+			c.Hits = append(c.Hits, hit)
+		}
+	}
+	c.Cost, c.Shadow = max(cost, 0), shadow
+	if blocked {
+		c.Cost = 0
+	}
+	return c, blocked, nil
+}
+
+// respond builds the response from the decision d of check c.
+func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sluice.Decision, blocked bool) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(descs))}
+	over := func(st *pb.RateLimitResponse_DescriptorStatus) {
+		st.Code = pb.RateLimitResponse_OVER_LIMIT
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	hasHits := len(d.Hits) == len(c.Hits) && len(c.Hits) > 0
+	for i := range descs {
+		dd := &descs[i]
+		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch dd.state {
+		case noLimit:
+			continue
+		case unlimited:
+			st.LimitRemaining = math.MaxUint32
+			s.metrics.descriptor(dom.Name, dd.m.metric, "unlimited")
+			continue
+		}
+		st.CurrentLimit = dd.lim.current
+		result := "ok"
+		switch {
+		case dd.state == impossible:
+			result = "over_limit"
+			if dd.lim.sl.Shadow || s.opts.Shadow {
+				result = "shadow_over_limit"
+			} else {
+				over(st)
+			}
+		case hasHits:
+			h := &d.Hits[dd.hit]
+			st.LimitRemaining = uint32(min(h.Remaining, math.MaxUint32))
+			wait := h.ResetAfter
+			if !h.Allowed {
+				wait = h.RetryAfter
+				result = "over_limit"
+				if h.Shadow {
+					result = "shadow_over_limit"
+				} else {
+					over(st)
+				}
+			}
+			st.DurationUntilReset = durationpb.New(wait)
+		case !d.Allowed && !blocked && !s.opts.Shadow:
+			// Decided without the store by a closed failure policy.
+			result = "over_limit"
+			over(st)
+		}
+		s.metrics.descriptor(dom.Name, dd.m.metric, result)
+	}
+	if s.opts.ResponseHeaders && dom != nil {
+		resp.ResponseHeadersToAdd = headers(c, d, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+	}
+	return resp
+}
+
+// headers are the RateLimit-Policy and RateLimit fields of the check and,
+// when the request is over the limit, Retry-After.
+func headers(c sluice.Check, d *sluice.Decision, overLimit bool) []*corev3.HeaderValue {
+	h := http.Header{}
+	if len(c.Hits) > 0 {
+		httpfields.SetFields(h, c, d)
+	}
+	delete(h, httpfields.FieldRetryAfter)
+	if overLimit {
+		wait := max(time.Second, d.RetryAfter())
+		h.Set(httpfields.FieldRetryAfter, fmt.Sprint(httpfields.CeilSeconds(wait)))
+	}
+	var out []*corev3.HeaderValue
+	for _, name := range []string{httpfields.FieldPolicy, httpfields.FieldRateLimit, httpfields.FieldRetryAfter} {
+		if v := h.Get(name); v != "" {
+			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
+		}
+	}
+	return out
+}

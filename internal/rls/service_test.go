@@ -1,0 +1,313 @@
+package rls_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+)
+
+const apiRules = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    descriptors:
+      - key: path
+        value: /search*
+        rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 100}
+`
+
+func TestHitsAddend(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	// Request-level addend.
+	resp := r.call(&pb.RateLimitRequest{Domain: "api", HitsAddend: 4, Descriptors: []*pbDesc{desc("user", "ann")}})
+	if resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 6 {
+		t.Fatalf("hits_addend 4: %v, want OK with 6 remaining", resp)
+	}
+	// A descriptor's own addend overrides it; 0 peeks and records nothing.
+	for range 3 {
+		resp = r.call(&pb.RateLimitRequest{Domain: "api", HitsAddend: 4, Descriptors: []*pbDesc{withAddend(desc("user", "ann"), 0)}})
+		if resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 6 {
+			t.Fatalf("peek: %v, want OK with 6 still remaining", resp)
+		}
+	}
+	// An addend that does not fit is over the limit and records nothing.
+	resp = r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: []*pbDesc{withAddend(desc("user", "ann"), 7)}})
+	if resp.OverallCode != codeOver {
+		t.Fatalf("addend 7 of 6 remaining: %v, want OVER_LIMIT", resp)
+	}
+	resp = r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: []*pbDesc{withAddend(desc("user", "ann"), 6)}})
+	if resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("addend 6 of 6 remaining: %v, want OK with 0 remaining", resp)
+	}
+	// An addend above the rate can never pass; the other descriptor is
+	// peeked, not charged.
+	resp = r.call(&pb.RateLimitRequest{Domain: "api", HitsAddend: 11, Descriptors: []*pbDesc{desc("user", "bob"), desc("tenant", "t")}})
+	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOver || resp.Statuses[1].LimitRemaining != 100 {
+		t.Fatalf("addend 11 over a rate of 10: %v, want OVER_LIMIT and tenant untouched", resp)
+	}
+	// Different addends on limited descriptors: refused, nothing recorded.
+	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api",
+		Descriptors: []*pbDesc{withAddend(desc("user", "cy"), 1), withAddend(desc("tenant", "t"), 2)}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "hits_addend") {
+		t.Fatalf("different addends: err %v, want InvalidArgument about hits_addend", err)
+	}
+}
+
+func TestNestedWildcardAllOrNothing(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	search := desc("user", "ann", "path", "/search?q=1")
+	user := desc("user", "ann")
+	for i := range 3 {
+		resp := r.ask("api", user, search)
+		if resp.OverallCode != codeOK || resp.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 3 {
+			t.Fatalf("request %d: %v, want OK under the 3 per minute wildcard limit", i, resp)
+		}
+	}
+	resp := r.ask("api", user, search)
+	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOK || resp.Statuses[1].Code != codeOver {
+		t.Fatalf("fourth search: %v, want OVER_LIMIT by the search descriptor", resp)
+	}
+	if got := resp.Statuses[0].LimitRemaining; got != 7 {
+		t.Errorf("user remaining after the denied request = %d, want 7 (nothing recorded)", got)
+	}
+	if d := resp.Statuses[1].DurationUntilReset.AsDuration(); d <= 0 || d > 2*time.Minute {
+		t.Errorf("duration_until_reset of the denial = %v, want the wait, in (0, 2m]", d)
+	}
+	// Response headers: the RateLimit fields and Retry-After.
+	h := map[string]string{}
+	for _, hv := range resp.ResponseHeadersToAdd {
+		h[hv.Key] = hv.Value
+	}
+	if h["Retry-After"] == "" || !strings.Contains(h["Ratelimit-Policy"], "q=3") || !strings.Contains(h["Ratelimit"], "r=0") {
+		t.Errorf("response_headers_to_add = %v, want Retry-After, a RateLimit-Policy with q=3 and a RateLimit with r=0", h)
+	}
+	// Another path of the same user has no nested rule: no limit.
+	if resp := r.ask("api", desc("user", "ann", "path", "/home")); resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("/home: %v, want no limit", resp)
+	}
+}
+
+func TestSlidingWindow(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	if got := r.askN(10, "api", desc("user", "sam")); got != 10 {
+		t.Fatalf("%d of 10 OK", got)
+	}
+	// A fixed window would start over at the minute; the sliding window
+	// still weighs the previous minute: 10·(60−6)/60 = 9 at 6 s in, so one
+	// request fits at 6 s, and none before.
+	r.clock.Advance(time.Minute + 5*time.Second)
+	if resp := r.ask("api", desc("user", "sam")); resp.OverallCode != codeOver {
+		t.Fatalf("at 1m05s: %v, want OVER_LIMIT (sliding window)", resp)
+	}
+	r.clock.Advance(time.Second)
+	if resp := r.ask("api", desc("user", "sam")); resp.OverallCode != codeOK {
+		t.Fatalf("at 1m06s: %v, want OK", resp)
+	}
+}
+
+func TestAlgorithmPerDomain(t *testing.T) {
+	r := start(t, map[string]string{"g.yaml": `
+domain: g
+algorithm: gcra
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`}, rigOptions{})
+	if got := r.askN(11, "g", desc("k", "a")); got != 10 {
+		t.Fatalf("%d of 11 OK, want 10", got)
+	}
+	// GCRA: one request back every 6 s, not after the window.
+	r.clock.Advance(6 * time.Second)
+	if got := r.askN(2, "g", desc("k", "a")); got != 1 {
+		t.Errorf("after 6 s: %d of 2 OK, want 1", got)
+	}
+}
+
+func TestUnknownDomainAndBadRequests(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	if resp := r.ask("nope", desc("user", "a")); resp.OverallCode != codeOK || resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("unknown domain: %v, want OK without limits", resp)
+	}
+	for name, req := range map[string]*pb.RateLimitRequest{
+		"no domain":      {Descriptors: []*pbDesc{desc("user", "a")}},
+		"no descriptors": {Domain: "api"},
+	} {
+		if _, err := r.client.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: err %v, want InvalidArgument", name, err)
+		}
+	}
+}
+
+func TestJSONEndpoint(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	body := `{"domain": "api", "descriptors": [{"entries": [{"key": "user", "value": "jo", "unused": 1}]}]}`
+	post := func(body string) (int, string, http.Header) {
+		t.Helper()
+		resp, err := http.Post(r.api+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	if code, _, _ := post(body); code != http.StatusBadRequest {
+		t.Errorf("unknown field: status %d, want 400", code)
+	}
+	body = `{"domain": "api", "hits_addend": 10, "descriptors": [{"entries": [{"key": "user", "value": "jo"}]}]}`
+	code, text, _ := post(body)
+	if code != http.StatusOK {
+		t.Fatalf("first: status %d %s, want 200", code, text)
+	}
+	var got struct {
+		OverallCode string `json:"overallCode"`
+		Statuses    []struct {
+			Code         string `json:"code"`
+			CurrentLimit struct {
+				RequestsPerUnit int    `json:"requestsPerUnit"`
+				Unit            string `json:"unit"`
+			} `json:"currentLimit"`
+		} `json:"statuses"`
+	}
+	if err := json.Unmarshal([]byte(text), &got); err != nil || got.OverallCode != "OK" || got.Statuses[0].CurrentLimit.Unit != "MINUTE" {
+		t.Fatalf("first: body %s (%v), want overallCode OK with a MINUTE limit", text, err)
+	}
+	code, text, h := post(strings.Replace(body, `"hits_addend": 10`, `"hitsAddend": 1`, 1))
+	if code != http.StatusTooManyRequests || !strings.Contains(text, `"overallCode":"OVER_LIMIT"`) || h.Get("Retry-After") == "" {
+		t.Fatalf("second: status %d %s, Retry-After %q; want 429 OVER_LIMIT with Retry-After", code, text, h.Get("Retry-After"))
+	}
+}
+
+func TestHealthAndReflection(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+		resp, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q: %v %v, want SERVING", svc, resp, err)
+		}
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.Name)
+	}
+	if !strings.Contains(strings.Join(names, " "), "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Errorf("reflection lists %v, want the rate-limit service", names)
+	}
+}
+
+func TestReload(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	r.write("more.yaml", "domain: more\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	if err := r.srv.ReloadRLS(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.askN(2, "more", desc("k", "v")); got != 1 {
+		t.Errorf("new domain after reload: %d of 2 OK, want 1", got)
+	}
+	r.write("bad.yaml", "domain: bad\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	err := r.srv.ReloadRLS()
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:4") || !strings.Contains(err.Error(), `unknown unit "fortnight"`) {
+		t.Fatalf("bad file: err %v, want bad.yaml:4 and the unit", err)
+	}
+	if resp := r.ask("more", desc("k", "v")); resp.Statuses[0].CurrentLimit == nil {
+		t.Errorf("after a failed reload the running rules must stay: %v", resp)
+	}
+}
+
+func TestWatchReloadsTheDirectory(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{watch: 20 * time.Millisecond})
+	r.write("late.yaml", "domain: late\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for r.ask("late", desc("k", "v")).Statuses[0].CurrentLimit == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new file was not served within 10 s; log:\n%s", r.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.wantMetric(`sluice_config_reloads_total{result="ok"} `)
+}
+
+func TestBlockListPeek(t *testing.T) {
+	r := start(t, map[string]string{"b.yaml": "domain: b\ndescriptors:\n  - key: ip\n    value: 1.2.3.4\n    rate_limit: {unit: second, requests_per_unit: 0}\n  - key: ip\n    rate_limit: {unit: second, requests_per_unit: 5}\n"}, rigOptions{})
+	// A peek at a block-listed address is over its limit too, and is not
+	// an error; the other descriptor is peeked, not charged.
+	resp := r.call(&pb.RateLimitRequest{Domain: "b", Descriptors: []*pbDesc{withAddend(desc("ip", "1.2.3.4"), 0), desc("ip", "5.6.7.8")}})
+	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOver || resp.Statuses[1].LimitRemaining != 5 {
+		t.Errorf("%v, want OVER_LIMIT by the block list and 5.6.7.8 untouched", resp)
+	}
+}
+
+func TestJSONNeedsJSONContentType(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	resp, err := http.Post(r.api+"/json", "text/plain", strings.NewReader(`{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"x"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: status %d, want 415", resp.StatusCode)
+	}
+	if got := r.ask("api", desc("user", "x")).Statuses[0].LimitRemaining; got != 9 {
+		t.Errorf("remaining after the refused post and one request = %d, want 9", got)
+	}
+}
+
+func TestLimitOverride(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	// A descriptor that carries its own limit: used whatever the rules say
+	// (here, none would match).
+	over := desc("route", "checkout")
+	over.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+	if got := r.askN(3, "api", over); got != 2 {
+		t.Errorf("override of 2 per minute: %d of 3 OK, want 2", got)
+	}
+	if l := r.ask("api", over).Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 2 || l.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+		t.Errorf("current_limit %v, want the override", l)
+	}
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="over_limit",rule="override:route"}`)
+	bad := desc("route", "x")
+	bad.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_YEAR}
+	if _, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbDesc{bad}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a YEAR override: err %v, want InvalidArgument", err)
+	}
+}
+
+func TestGlobalShadowMode(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules + "  - key: blocked\n    rate_limit: {unit: second, requests_per_unit: 0}\n"}, rigOptions{shadow: true})
+	if got := r.askN(12, "api", desc("user", "z")); got != 12 {
+		t.Errorf("global shadow mode: %d of 12 OK, want all", got)
+	}
+	if got := r.askN(2, "api", desc("blocked", "z")); got != 2 {
+		t.Errorf("global shadow mode, a limit of 0: %d of 2 OK, want all", got)
+	}
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="user"} 2`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="blocked"} 2`)
+}

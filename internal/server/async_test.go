@@ -1,0 +1,117 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestRedisAsyncZone: an async zone decides locally after its first check,
+// shows it in /metrics, and sends everything it admitted when the server
+// stops: a synchronous server on the same Redis then finds the usage.
+func TestRedisAsyncZone(t *testing.T) {
+	r := redistest.Standalone(t)
+	cfg := func(mode string) string {
+		return `
+store: {url: "` + r.URL() + `", timeout: 100ms}
+listeners: [{addr: "127.0.0.1:0"}]
+zones:
+  - {name: a, limits: 10r/h, ` + mode + `}
+`
+	}
+	async := start(t, parseConfig(t, cfg("mode: async, sync_interval: 1m")), Options{})
+	for i, want := range []string{"store", "local-view", "local-view"} {
+		resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"k"}`)
+		if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || d.Source != want {
+			t.Fatalf("check %d: %d from %q, want 200 from %q (%s)", i, resp.StatusCode, d.Source, want, raw)
+		}
+	}
+	series := `sluice_async_decisions_total{path="local",policy="open",processes="1",sync_interval="1m0s"}`
+	if got := metricValue(t, async.api, series); got != 2 {
+		t.Errorf("%s = %v, want 2", series, got)
+	}
+	series = `sluice_async_pending_cost{policy="open",processes="1",sync_interval="1m0s"}`
+	if got := metricValue(t, async.api, series); got != 2 {
+		t.Errorf("%s = %v, want 2 (the sync interval has not passed)", series, got)
+	}
+	if err := async.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sync := start(t, parseConfig(t, cfg("mode: sync")), Options{})
+	for i := range 8 { // 7 of the 10 remain
+		want := http.StatusOK
+		if i == 7 {
+			want = http.StatusTooManyRequests
+		}
+		if resp, raw := post(t, sync.api+"/v1/check", `{"zone":"a","key":"k"}`); resp.StatusCode != want {
+			t.Fatalf("check %d on the sync server: %d, want %d (%s): the async server's cost was not all sent", i, resp.StatusCode, want, raw)
+		}
+	}
+}
+
+// TestRedisAsyncZoneOutage kills Redis under an async zone: its checks are
+// still decided from the views, the cost admitted meanwhile stays owed, and
+// it is sent when Redis is back (a restarted, empty Redis: the owed cost is
+// then all it holds).
+func TestRedisAsyncZoneOutage(t *testing.T) {
+	r := redistest.Standalone(t)
+	cfg := func(mode string) string {
+		return `
+store: {url: "` + r.URL() + `", timeout: 100ms}
+listeners: [{addr: "127.0.0.1:0"}]
+zones:
+  - {name: a, limits: 10r/h, ` + mode + `}
+`
+	}
+	async := start(t, parseConfig(t, cfg("mode: async, sync_interval: 50ms")), Options{})
+	check := func(want string) {
+		t.Helper()
+		resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"k"}`)
+		if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || d.Source != want {
+			t.Fatalf("%d from %q, want 200 from %q (%s)", resp.StatusCode, d.Source, want, raw)
+		}
+	}
+	pending := `sluice_async_pending_cost{policy="open",processes="1",sync_interval="50ms"}`
+	waitPending := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for metricValue(t, async.api, pending) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s = %v after 15 s, want %v", pending, metricValue(t, async.api, pending), want)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a real process, bounded by the deadline
+		}
+	}
+	check("store")
+	check("local-view")
+	waitPending(0)
+	r.Kill()
+	for range 3 {
+		check("local-view")
+	}
+	time.Sleep(200 * time.Millisecond) // a few failed flush rounds
+	if got := metricValue(t, async.api, `sluice_async_flush_errors_total{policy="open",processes="1",sync_interval="50ms"}`); got <= 0 {
+		t.Errorf("flush errors %v during the outage, want some", got)
+	}
+	waitPending(3)
+	r.Restart()
+	waitPending(0)
+	if got := metricValue(t, async.api, `sluice_async_dropped_cost_total{policy="open",processes="1",sync_interval="50ms"}`); got != 0 {
+		t.Errorf("dropped %v, want 0", got)
+	}
+	if err := async.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sync := start(t, parseConfig(t, cfg("mode: sync")), Options{})
+	for i := range 8 { // the restarted Redis holds the 3 owed units: 7 remain
+		want := http.StatusOK
+		if i == 7 {
+			want = http.StatusTooManyRequests
+		}
+		if resp, raw := post(t, sync.api+"/v1/check", `{"zone":"a","key":"k"}`); resp.StatusCode != want {
+			t.Fatalf("check %d on the sync server: %d, want %d (%s)", i, resp.StatusCode, want, raw)
+		}
+	}
+}
