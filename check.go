@@ -55,7 +55,9 @@ type Check struct {
 	// Group, when set, co-locates the state of all hits: in Redis Cluster
 	// they share the hash tag {Group}, so one atomic script decides them
 	// (seed LUA_rateLimiting's shared resource). Empty means each hit is
-	// placed by its own key.
+	// placed by its own key. The Group is part of each hit's state
+	// identity in every store: the same zone, key and limit under another
+	// Group (or none) is another state.
 	Group string
 	// Shadow makes every hit a shadow hit, as if each Limit.Shadow were set.
 	Shadow bool

@@ -59,6 +59,17 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // is the better tool.
 const MaxLogRate = 10_000
 
+// MaxRate is the largest Rate a Limit may have. Up to it every algorithm
+// decides exactly on every store (a fresh limit admits exactly Rate, and
+// waiting RetryAfter passes): the integers the Redis scripts compute stay
+// below 2^53, where Lua's doubles are exact, and the estimators' rounding
+// slack stays far below one unit. Validate and ParseLimit refuse more.
+const MaxRate = 1_000_000_000
+
+// MaxWindow is the longest Window a Limit may have (100 years): now plus a
+// window, in µs, stays below 2^53.
+const MaxWindow = 36500 * 24 * time.Hour
+
 // MaxBuckets is the largest number of buckets per window (Window /
 // Resolution) a Buckets limit may have: each check reads every bucket.
 const MaxBuckets = 1000
@@ -130,7 +141,7 @@ func (l Limit) Bucket() time.Duration {
 func (l Limit) Validate() error {
 	// The common case, decided without building the error helper: every
 	// algorithm but Buckets and Log needs only these checks.
-	if l.Rate > 0 && l.Window > 0 && l.Window%time.Microsecond == 0 {
+	if l.Rate > 0 && l.Rate <= MaxRate && l.Window > 0 && l.Window <= MaxWindow && l.Window%time.Microsecond == 0 {
 		switch l.Algorithm {
 		case "", SlidingWindow, Decay, GCRA:
 			return nil
@@ -147,8 +158,14 @@ func (l Limit) validateSlow() error {
 	if l.Rate <= 0 {
 		return bad("rate must be > 0, got %d", l.Rate)
 	}
+	if l.Rate > MaxRate {
+		return bad("rate must be <= %d (sluice.MaxRate), got %d", int64(MaxRate), l.Rate)
+	}
 	if l.Window <= 0 {
 		return bad("window must be > 0, got %v", l.Window)
+	}
+	if l.Window > MaxWindow {
+		return bad("window must be <= 36500 days (sluice.MaxWindow), got %v", l.Window)
 	}
 	if l.Window%time.Microsecond != 0 {
 		return bad("window must be a whole number of microseconds, got %v", l.Window)

@@ -28,7 +28,7 @@ func TestParseLimit(t *testing.T) {
 		{"7r/90s", 7, 90 * time.Second},
 		{"  10r/m\t", 10, time.Minute},
 		{"010r/m", 10, time.Minute},
-		{"9223372036854775807r/s", 1<<63 - 1, time.Second},
+		{"1000000000r/s", MaxRate, time.Second},
 	}
 	for _, c := range cases {
 		l, err := ParseLimit(c.in)
@@ -65,6 +65,8 @@ func TestParseLimitErrors(t *testing.T) {
 		{"1e3r/s", "not a positive integer"},
 		{"10 r/m", "not a positive integer"},
 		{"99999999999999999999r/s", "not a positive integer"},
+		{"1000000001r/s", "rate must be <= 1000000000 (sluice.MaxRate)"},
+		{"9223372036854775807r/d", "rate must be <= 1000000000 (sluice.MaxRate)"},
 		{"10r/", "missing period"},
 		{"10r/x", "must be s, m, h, d or a count"},
 		{"10r/ m", "must be s, m, h, d or a count"},

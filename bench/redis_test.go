@@ -38,7 +38,7 @@ func BenchmarkRedis(b *testing.B) {
 				if c == nil {
 					flush(b, srv)
 					built := spec.build(b, w)
-					warmConcurrently(b, built, w)
+					warmConcurrently(b, &built, w)
 					c = &built
 				}
 				runCallers(b, *c, w, func() float64 { return serverCPU(b, srv) })
@@ -68,7 +68,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 			if c.close != nil {
 				defer c.close()
 			}
-			warmConcurrently(b, c, w)
+			warmConcurrently(b, &c, w)
 			b.StopTimer()
 			bytes, present := memoryUsage(b, srv)
 			if present == 0 {
@@ -82,6 +82,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 
 func redisContenders(srv *redistest.Server) []contenderSpec {
 	return append(sluiceRedisContenders(srv),
+		contenderSpec{"minimal-script", func(b *testing.B, w workload) contender { return minimalRedis(b, srv, w) }},
 		contenderSpec{"redis_rate", func(b *testing.B, w workload) contender { return redisRate(b, srv, w) }},
 		contenderSpec{"ulule", func(b *testing.B, w workload) contender { return ululeRedis(b, srv, w) }},
 	)
@@ -141,7 +142,7 @@ func ululeRedis(b *testing.B, srv *redistest.Server, w workload) contender {
 // the timed loop, per check, is reported as redis-cpu-µs/op, a cost that
 // other load on a shared machine barely changes.
 func runCallers(b *testing.B, c contender, w workload, cpu func() float64) {
-	var next, denied atomic.Int64
+	var next, denied, failed atomic.Int64
 	var lat latencies
 	stride := max(1, len(w.probes)/callers)
 	decides := make([]decideFunc, callers)
@@ -157,28 +158,32 @@ func runCallers(b *testing.B, c contender, w workload, cpu func() float64) {
 	for g := range callers {
 		wg.Go(func() {
 			decide, own, ctx := decides[g], owns[g], context.Background()
-			i, d := g*stride, int64(0)
+			i, d, f := g*stride, int64(0), int64(0)
 			for next.Add(1) <= int64(b.N) {
 				start := time.Now()
 				ok, err := decide(ctx, w.probes[i%len(w.probes)])
 				own = append(own, time.Since(start))
-				if err != nil {
-					b.Errorf("%s: check: %v", c.name, err)
-					break
-				}
-				if !ok {
+				switch {
+				case err != nil:
+					if f++; f == 1 {
+						b.Logf("%s: check: %v", c.name, err) // counted in errors/op
+					}
+				case !ok:
 					d++
 				}
 				i++
 			}
 			denied.Add(d)
+			failed.Add(f)
 			lat.merge(own)
 		})
 	}
 	wg.Wait()
 	b.StopTimer()
 	cpu1 := cpu()
-	report(b, c, w, int(denied.Load()), b.N)
+	report(b, c, w, int(denied.Load()), b.N-int(failed.Load()))
+	b.ReportMetric(float64(failed.Load()), "errors")
+	b.ReportMetric(float64(c.warmErrors), "warmup-errors")
 	b.ReportMetric((cpu1-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(float64(lat.quantile(0.50).Nanoseconds())/1e3, "p50-µs")
@@ -187,10 +192,13 @@ func runCallers(b *testing.B, c contender, w workload, cpu func() float64) {
 
 // warmConcurrently is warm with callers goroutines, each taking a share of
 // the keys: one check per key of the spread workload would take seconds
-// one round trip at a time.
-func warmConcurrently(b *testing.B, c contender, w workload) {
+// one round trip at a time. A check that fails is tried again, up to 10
+// times, and counted in c.warmErrors (reported as warmup-errors); a key
+// that fails 10 times fails the benchmark.
+func warmConcurrently(b *testing.B, c *contender, w workload) {
 	b.Helper()
 	var wg sync.WaitGroup
+	var failed atomic.Int64
 	errs := make(chan error, callers)
 	for g := range callers {
 		wg.Go(func() {
@@ -198,9 +206,12 @@ func warmConcurrently(b *testing.B, c contender, w workload) {
 			for i := g; i < len(w.keys); i += callers {
 				for range 1 + w.rate {
 					ok, err := decide(ctx, w.keys[i])
-					if err != nil {
-						errs <- fmt.Errorf("%s: warm-up check on %q: %w", c.name, w.keys[i], err)
-						return
+					for try := 1; err != nil; try++ {
+						if failed.Add(1); try == 10 {
+							errs <- fmt.Errorf("%s: warm-up check on %q failed 10 times: %w", c.name, w.keys[i], err)
+							return
+						}
+						ok, err = decide(ctx, w.keys[i])
 					}
 					if !w.exhaust || !ok {
 						break
@@ -211,6 +222,10 @@ func warmConcurrently(b *testing.B, c contender, w workload) {
 	}
 	wg.Wait()
 	close(errs)
+	c.warmErrors = failed.Load()
+	if c.warmErrors > 0 {
+		b.Logf("%s: %d warm-up checks failed and were tried again", c.name, c.warmErrors)
+	}
 	for err := range errs {
 		b.Fatal(err)
 	}

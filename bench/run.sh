@@ -17,8 +17,8 @@ mkdir -p "$out"
 
 case $what in
   memory) pattern='^BenchmarkMemory$' ;;
-  redis)  pattern='^BenchmarkRedis(Memory)?$' ;;
-  all)    pattern='^Benchmark(Memory|Redis|RedisMemory)$' ;;
+  redis)  pattern='^BenchmarkRedis(Memory|Shapes)?$' ;;
+  all)    pattern='^Benchmark(Memory|Redis|RedisMemory|RedisShapes)$' ;;
   *) echo "usage: $0 [memory|redis|all] [rounds]" >&2; exit 2 ;;
 esac
 
@@ -40,5 +40,5 @@ for r in $(seq "$rounds"); do
 done
 echo "uptime after: $(uptime)" | tee -a "$out/machine-$what.txt"
 
-go run ./cmd/benchtable -metrics 'ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,redis-cpu-µs/op,B/key,redis-keys/key' \
+go run ./cmd/benchtable -metrics 'ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,redis-cpu-µs/op,errors,warmup-errors,B/key,redis-keys/key' \
   "$out/$what.txt" | tee "$out/$what-tables.md"

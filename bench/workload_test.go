@@ -33,6 +33,9 @@ type contender struct {
 	name   string
 	caller func() decideFunc
 	close  func()
+	// warmErrors counts the warm-up checks that returned an error (Redis
+	// benchmarks): reported with every run as warmup-errors.
+	warmErrors int64
 }
 
 // A contenderSpec names a contender and builds it for a workload; nothing

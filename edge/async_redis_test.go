@@ -15,9 +15,9 @@ import (
 
 func newRedisStore(t testing.TB, url string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(redisstore.Options{URL: url, Timeout: 5 * time.Second})
+	s, err := redisstore.Dial(url, redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
-		t.Fatalf("redisstore.New(%q): %v", url, err)
+		t.Fatalf("redisstore.Dial(%q): %v", url, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

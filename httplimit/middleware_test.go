@@ -313,7 +313,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				}
 				limiter = s
 			}
-			mw, err := httplimit.New(limiter, []sluice.Limit{{Rate: 1 << 40, Window: time.Second}}, httplimit.Options{Key: httplimit.Header("K")})
+			mw, err := httplimit.New(limiter, []sluice.Limit{{Rate: sluice.MaxRate, Window: time.Second}}, httplimit.Options{Key: httplimit.Header("K")})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package memstore
 import (
 	"hash/maphash"
 	"math/bits"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -38,24 +39,27 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 			Params: algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()},
 			Shadow: c.Shadow || l.Shadow,
 		}
-		kh := s.keyHash(h.Zone, h.Key)
+		kh := s.keyHash(c.Group, h.Zone, h.Key)
 		b.shard[i] = uint32(kh & s.mask)
-		if len(h.Zone)+len(h.Key) > maxWhole {
-			digest(&b.sums[i], h.Zone, h.Key)
+		if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+			// A copy of the group: c.Group itself reaching the hash's
+			// interface would make every caller's Hits escape.
+			digest(&b.sums[i], strings.Clone(c.Group), h.Zone, h.Key)
 		}
-		b.hashes[i] = stateHash(kh, b.key(i))
+		b.hashes[i] = stateHash(kh, b.key(i, c.Group))
 		b.addShard(b.shard[i])
 	}
 	return b.n
 }
 
-// key returns hit i's identity, built on the fly: a batch is zeroed for
-// every check, so the smaller the better. (Holding c.Hits instead of
-// copies of its strings would make every caller's Hits escape.)
-func (b *batch) key(i int) stateKey {
+// key returns hit i's identity in group (the check's), built on the fly: a
+// batch is zeroed for every check, so the smaller the better. (Holding
+// c.Hits or c.Group would make every caller's Hits escape: b.hits reach
+// algo.Decide's interfaces.)
+func (b *batch) key(i int, group string) stateKey {
 	p := &b.hits[i].Params
-	k := stateKey{zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
-	if len(k.zone)+len(k.key) > maxWhole {
+	k := stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
+	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
 		k.sum = &b.sums[i]
 	}
 	return k
@@ -94,9 +98,9 @@ func (b *batch) unlock(s *Store) {
 
 // load finds each hit's state, or makes an empty one that store will keep
 // if the check records. Shards must be locked.
-func (b *batch) load(s *Store) {
+func (b *batch) load(s *Store, group string) {
 	for i := range b.n {
-		k := b.key(i)
+		k := b.key(i, group)
 		e := s.shards[b.shard[i]].find(b.hashes[i], &k)
 		b.stored[i] = e != nil
 		if e == nil {
@@ -109,19 +113,22 @@ func (b *batch) load(s *Store) {
 
 // store records the new reset deadlines after an allowed check and inserts
 // the states that were new. Shards must be locked.
-func (b *batch) store(s *Store, now int64) {
+func (b *batch) store(s *Store, group string, now int64) {
 	for i := range b.n {
-		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i), now+b.out[i].ResetAfter, now)
+		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i, group), now+b.out[i].ResetAfter, now)
 	}
 }
 
-// keyHash hashes a zone and a key with the store's seed. Its low bits
+// keyHash hashes a group, a zone and a key with the store's seed. Its low bits
 // choose the shard, so every limit of one key shares a shard and a
 // multi-limit check on one key takes one lock.
-func (s *Store) keyHash(zone, key string) uint64 {
+func (s *Store) keyHash(group, zone, key string) uint64 {
 	h := maphash.String(s.seed, key)
 	if zone != "" {
 		h ^= bits.RotateLeft64(maphash.String(s.seed, zone), 29) * 0x9E3779B97F4A7C15
+	}
+	if group != "" {
+		h ^= bits.RotateLeft64(maphash.String(s.seed, group), 47) * 0xD6E8FEB86659FD93
 	}
 	return h
 }

@@ -6,8 +6,8 @@
 // # Concurrency
 //
 // States live in Options.Shards maps, each behind its own mutex; a state's
-// shard is chosen by a seeded hash of its zone and key, so every limit of
-// one key shares a shard and a multi-limit check on one key takes one lock.
+// shard is chosen by a seeded hash of its group, zone and key, so every
+// limit of one key shares a shard and a multi-limit check on one key takes one lock.
 // A check locks the distinct shards of its hits in ascending order (never
 // two checks waiting on each other in a cycle), evaluates every hit with
 // internal/algo.Decide and records only if the whole check is allowed. A
@@ -18,13 +18,14 @@
 // # Lookups and allocation
 //
 // A shard's map is keyed by a seeded 64-bit hash of the state's identity
-// (zone, key, algorithm, window, bucket), and each entry keeps its full
+// (the check's Group, zone, key, algorithm, window, bucket: Group is part
+// of the identity, as in redisstore), and each entry keeps its full
 // identity: states whose hashes collide are chained and told apart by it,
 // so a collision costs time, never correctness, and the seed keeps clients
 // from choosing colliding keys. Each algorithm's state lives in the same
-// allocation as its entry, and so do zone and key when together they fit in
-// 32 bytes (addresses, user and token IDs): a lookup touches the map and
-// one object. Up to 64 bytes they are kept whole in a string of their own;
+// allocation as its entry, and so do group, zone and key when together they
+// fit in 32 bytes (addresses, user and token IDs): a lookup touches the map
+// and one object. Up to 64 bytes they are kept whole in a string of their own;
 // longer, as their SHA-256 digest (computed on the stack), so that a
 // state's size does not depend on its key.
 //

@@ -2,33 +2,38 @@ package memstore
 
 import (
 	"crypto/sha256"
+	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // stateKey identifies one state: the fields by which two sluice.Hits share
-// state. Lookups build it from the caller's strings, without copying.
+// state, the check's Group included (as in redisstore, where the group is
+// the hash tag). Lookups build it from the caller's strings, without
+// copying.
 type stateKey struct {
+	group     string
 	zone, key string
-	// sum is the digest of zone and key when together they are longer than
-	// maxWhole (see identity), else nil. It points into the caller's stack.
+	// sum is the digest of group, zone and key when together they are
+	// longer than maxWhole (see identity), else nil. It points into the
+	// caller's stack.
 	sum       *[idSum]byte
 	window    int64 // µs
 	bucket    int64 // µs
 	algorithm uint8 // see algoCode
 }
 
-// An entry keeps its state's zone and key in one of three ways, by their
-// length together, so that a state costs a bounded number of bytes however
+// An entry keeps its state's group, zone and key in one of three ways, by
+// their length together, so that a state costs a bounded number of bytes however
 // long its key (sluice.MaxKeyLen is 64 KiB):
 //
 //   - up to inlineID bytes: whole, in the entry's own memory. Short keys
 //     (addresses, user and token IDs) cost no allocation of their own and
 //     no extra cache miss to compare.
 //   - up to maxWhole bytes: whole, in one separate string.
-//   - longer: the SHA-256 of zone and key, in the entry's own memory, and
-//     the zone's length. Two identities share a state only if their
+//   - longer: the SHA-256 of group, zone and key, in the entry's own
+//     memory, and the group's and zone's lengths. Two identities share a state only if their
 //     digests collide, which nobody knows how to make happen.
 const (
 	inlineID = 32
@@ -36,22 +41,25 @@ const (
 	idSum    = sha256.Size // == inlineID: a digest fits the inline array
 )
 
-// identity returns k with its digest set when zone and key are too long to
-// keep whole, written into sum.
+// identity returns k with its digest set when group, zone and key are too
+// long to keep whole, written into sum.
 func identity(k stateKey, sum *[idSum]byte) stateKey {
-	if len(k.zone)+len(k.key) > maxWhole {
-		digest(sum, k.zone, k.key)
+	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
+		// A copy of the group: the caller's Check.Group reaching the
+		// hash's interface would make the caller's Hits escape.
+		digest(sum, strings.Clone(k.group), k.zone, k.key)
 		k.sum = sum
 	}
 	return k
 }
 
-// digest writes the SHA-256 of zone followed by key into sum, without
-// copying or allocating. (The zone's length is kept beside the digest, so
-// the concatenation is unambiguous.)
-func digest(sum *[idSum]byte, zone, key string) {
+// digest writes the SHA-256 of group, zone and key, one after the other,
+// into sum, without copying or allocating. (The group's and zone's lengths
+// are kept beside the digest, so the concatenation is unambiguous.)
+func digest(sum *[idSum]byte, group, zone, key string) {
 	h := sha256.New()
-	h.Write(unsafe.Slice(unsafe.StringData(zone), len(zone))) // read only
+	h.Write(unsafe.Slice(unsafe.StringData(group), len(group))) // read only
+	h.Write(unsafe.Slice(unsafe.StringData(zone), len(zone)))
 	h.Write(unsafe.Slice(unsafe.StringData(key), len(key)))
 	h.Sum(sum[:0])
 }
@@ -65,9 +73,10 @@ type entry struct {
 	window    int64
 	bucket    int64
 	zoneLen   int32
+	groupLen  int32
 	algorithm uint8
-	inlineLen uint8  // length of zone+key in inline; 0 when it is in long or hashed
-	long      string // zone+key, when longer than inlineID and at most maxWhole
+	inlineLen uint8  // length of group+zone+key in inline; 0 when it is in long or hashed
+	long      string // group+zone+key, when longer than inlineID and at most maxWhole
 	inline    [inlineID]byte
 }
 
@@ -75,33 +84,37 @@ type entry struct {
 // pins the caller's (possibly much larger) buffers.
 func (e *entry) setID(k stateKey) {
 	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
-	e.zoneLen = int32(len(k.zone))
-	n := len(k.zone) + len(k.key)
+	e.zoneLen, e.groupLen = int32(len(k.zone)), int32(len(k.group))
+	n := len(k.group) + len(k.zone) + len(k.key)
 	switch {
 	case k.sum != nil:
 		e.inline = *k.sum
 	case n <= inlineID:
-		copy(e.inline[copy(e.inline[:], k.zone):], k.key)
+		g := copy(e.inline[:], k.group)
+		copy(e.inline[g+copy(e.inline[g:], k.zone):], k.key)
 		e.inlineLen = uint8(n) // keys are never empty, so n > 0
 	default:
-		e.long = k.zone + k.key
+		e.long = k.group + k.zone + k.key
 	}
 }
 
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
-	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm || int(e.zoneLen) != len(k.zone) {
+	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm ||
+		int(e.zoneLen) != len(k.zone) || int(e.groupLen) != len(k.group) {
 		return false
 	}
 	if k.sum != nil {
 		return e.inlineLen == 0 && e.long == "" && e.inline == *k.sum
 	}
-	z := int(e.zoneLen)
+	g := int(e.groupLen)
+	z := g + int(e.zoneLen)
 	if e.inlineLen > 0 {
 		n := int(e.inlineLen)
-		return n == z+len(k.key) && string(e.inline[:z]) == k.zone && string(e.inline[z:n]) == k.key
+		return n == z+len(k.key) && string(e.inline[:g]) == k.group &&
+			string(e.inline[g:z]) == k.zone && string(e.inline[z:n]) == k.key
 	}
-	return len(e.long) == z+len(k.key) && e.long[:z] == k.zone && e.long[z:] == k.key
+	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
 }
 
 // The entry types keep each algorithm's state in the entry's allocation,

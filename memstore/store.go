@@ -109,10 +109,10 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	var b batch
 	n := b.prepare(s, c)
 	b.lock(s, now)
-	b.load(s)
+	b.load(s, c.Group)
 	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
-		b.store(s, now)
+		b.store(s, c.Group, now)
 	}
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
@@ -127,8 +127,8 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	l := h.Limit
 	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
 	var sum [idSum]byte
-	k := identity(stateKey{zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}, &sum)
-	kh := s.keyHash(h.Zone, h.Key)
+	k := identity(stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}, &sum)
+	kh := s.keyHash(c.Group, h.Zone, h.Key)
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, k)
 	sh.mu.Lock()
 	s.tick(sh, now)
@@ -150,8 +150,10 @@ func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 // decideOne is algo.Decide for one hit. The sliding window, the default
 // algorithm, has its own copy of Decide's steps that calls *algo.Window's
 // methods directly rather than through the algo.State interface; it must
-// stay step for step what algo.Decide does with a single hit (the
-// conformance suite holds it to that).
+// stay step for step what algo.Decide does with a single hit:
+// TestDecideOneIsDecide holds the two together. The caller turns the
+// outcome into a Decision with sluice.Decision.Conclude, as every store
+// does.
 func decideOne(st algo.State, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
 	w, ok := st.(*algo.Window)
 	if !ok {
@@ -274,7 +276,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	b.lock(s, s.micros())
 	for i := range n {
 		sh := &s.shards[b.shard[i]]
-		k := b.key(i)
+		k := b.key(i, c.Group)
 		if e := sh.find(b.hashes[i], &k); e != nil {
 			sh.remove(b.hashes[i], e)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 func newStore(t testing.TB, opts Options) *Store {
@@ -255,4 +256,29 @@ func TestDefaultClock(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDecideOneIsDecide holds decideOne, the single-hit fast path with its
+// own copy of the all-or-nothing rule for the sliding window, to
+// algo.Decide: on random traffic (costs 0–3, shadow and not) both decide
+// the same and leave the same state.
+func TestDecideOneIsDecide(t *testing.T) {
+	p := algo.Params{Rate: 20, Window: 10_000_000, Bucket: 10_000_000}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, shadow := range []bool{false, true} {
+		var fast, ref algo.Window
+		now := int64(1_700_000_000_000_000)
+		for i := range 20_000 {
+			now += rng.Int64N(200_000)
+			cost := rng.Int64N(4)
+			var o algo.Outcome
+			allowed, shadowed := decideOne(&fast, p, shadow, &o, now, cost)
+			out := make([]algo.Outcome, 1)
+			wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: &ref, Params: p, Shadow: shadow}}, out, now, cost)
+			if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || fast != ref {
+				t.Fatalf("check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
+					i, shadow, cost, allowed, shadowed, o, fast, wantAllowed, wantShadowed, out[0], ref)
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
@@ -46,14 +47,10 @@ func TestCoalescedExact(t *testing.T) {
 	targets := []struct {
 		name  string
 		short bool
-		start func(t *testing.T) redisstore.Options
+		start func(t *testing.T) rueidis.Client
 	}{
-		{"standalone", true, func(t *testing.T) redisstore.Options {
-			return redisstore.Options{Client: redistest.Standalone(t).Client()}
-		}},
-		{"cluster", false, func(t *testing.T) redisstore.Options {
-			return redisstore.Options{Client: redistest.NewCluster(t).Client()}
-		}},
+		{"standalone", true, func(t *testing.T) rueidis.Client { return redistest.Standalone(t).Client() }},
+		{"cluster", false, func(t *testing.T) rueidis.Client { return redistest.NewCluster(t).Client() }},
 	}
 	for _, target := range targets {
 		t.Run(target.name, func(t *testing.T) {
@@ -62,8 +59,8 @@ func TestCoalescedExact(t *testing.T) {
 			}
 			base := target.start(t)
 			for _, a := range []sluice.Algorithm{sluice.Log, sluice.GCRA, sluice.SlidingWindow} {
-				counter := &countingScripter{Scripter: redisstore.NewScripter(base.Client)}
-				s := newStore(t, redisstore.Options{Scripter: counter, Now: fixedClock(at), Prefix: "coalesce-" + string(a) + ":"})
+				counter := &countingScripter{Scripter: redisstore.NewScripter(base)}
+				s := scripterStore(t, counter, redisstore.Options{Now: fixedClock(at), Prefix: "coalesce-" + string(a) + ":"})
 				l := sluice.Limit{Rate: 500, Window: time.Minute, Algorithm: a}
 				if got := hammer(t, s, hit("z", "hot", l), 64, 20); got != l.Rate {
 					t.Errorf("%s: %d admitted of 1280 checks, want exactly %d", a, got, l.Rate)
@@ -82,7 +79,7 @@ func TestCoalescedExact(t *testing.T) {
 // ErrUnavailable within about the timeout.
 func TestCoalescedDown(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client(), Timeout: 100 * time.Millisecond})
+	s := newStore(t, srv.Client(), redisstore.Options{Timeout: 100 * time.Millisecond})
 	spend(t, s, "k", tenPerMinute, 1, false)
 	srv.Kill()
 	var wg sync.WaitGroup
@@ -106,7 +103,7 @@ func TestCoalescedDown(t *testing.T) {
 // ErrUnavailable; Close twice is fine.
 func TestCloseWaitsForQueuedChecks(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Timeout: testTimeout})
+	s, err := redisstore.Dial(srv.URL(), redisstore.Options{Timeout: testTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +123,11 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 			}
 		})
 	}
+	deadline := time.Now().Add(30 * time.Second)
 	for decided.Load() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d checks decided after 30 s", decided.Load())
+		}
 		time.Sleep(time.Millisecond)
 	}
 	s.Close()
@@ -137,7 +138,7 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 	}
 	s.Close()
 	// Every decided check was recorded: the count in Redis matches.
-	got := mustCheck(t, newStore(t, redisstore.Options{Client: srv.Client()}), sluice.Check{Hits: hit("", "k", sluice.Limit{Rate: 1000, Window: time.Minute}).Hits}).Hits[0].Used
+	got := mustCheck(t, newStore(t, srv.Client(), redisstore.Options{}), sluice.Check{Hits: hit("", "k", sluice.Limit{Rate: 1000, Window: time.Minute}).Hits}).Hits[0].Used
 	if int64(got) < decided.Load() {
 		t.Fatalf("Redis counts %v, but %d checks were decided", got, decided.Load())
 	}
@@ -148,9 +149,9 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 // decided.
 func TestBatchIsolatesFailures(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client(), Prefix: "iso:"})
+	s := newStore(t, srv.Client(), redisstore.Options{Prefix: "iso:"})
 	l := sluice.Limit{Rate: 1000, Window: time.Minute}
-	if err := srv.Do("LPUSH", "iso:{bad}:w60000000", "x").Error(); err != nil {
+	if err := srv.Do("LPUSH", "iso:{bad}:W60000000", "x").Error(); err != nil {
 		t.Fatal(err)
 	}
 	var good, bad atomic.Int64

@@ -34,7 +34,7 @@ func BenchmarkCheck(b *testing.B) {
 		keys int
 		rate int64
 	}{
-		{"spread", 100_000, 1 << 40},
+		{"spread", 100_000, sluice.MaxRate},
 		{"hot", 10, 10},
 	}
 	for _, w := range workloads {
@@ -48,7 +48,7 @@ func BenchmarkCheck(b *testing.B) {
 					mode = "coalesced"
 				}
 				b.Run(fmt.Sprintf("%s/%s/%s", w.name, a, mode), func(b *testing.B) {
-					s, err := redisstore.New(redisstore.Options{Client: srv.Client(), MaxBatch: batch, Timeout: 3 * time.Second})
+					s, err := redisstore.New(srv.Client(), redisstore.Options{MaxBatch: batch, Timeout: 3 * time.Second})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -6,37 +6,26 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
-// checkHead is the number of check.lua's ARGV before the hits' (now, cost,
-// id, padding); hitArgCount the number per hit.
-const (
-	checkHead   = 4
-	hitArgCount = 5
-)
-
-// call is one script call: the hits of a check that share a hash slot (all
-// of them outside a Cluster).
+// call is one check's part decided by one script call: the hits of a check
+// that share a hash slot (all of them outside a Cluster).
 type call struct {
-	slot uint16
-	hits []int    // indexes into Check.Hits
-	keys []string // KEYS, one per hit
-	args []string // check.lua's ARGV (nil for a reset)
+	slot  uint16
+	hits  []int    // indexes into Check.Hits
+	keys  []string // KEYS, one per hit
+	specs []spec   // the hits' limits (nil for a reset)
+	cost  int64
 }
 
 // plan splits c into calls: one outside a Cluster, one per hash slot in
-// ascending slot order inside. withArgs builds check.lua's ARGV.
-func (s *Store) plan(c sluice.Check, withArgs bool) []call {
+// ascending slot order inside. withSpecs fills the hits' limits.
+func (s *Store) plan(c sluice.Check, withSpecs bool) []call {
 	n := len(c.Hits)
-	var head [checkHead]string
-	if withArgs {
-		head = s.checkHead(c)
-	}
 	if n == 1 {
-		return s.planOne(c, withArgs, head)
+		return s.planOne(c, withSpecs)
 	}
 	calls := make([]call, 0, 1)
 	for i, h := range c.Hits {
@@ -47,16 +36,13 @@ func (s *Store) plan(c sluice.Check, withArgs bool) []call {
 		}
 		j := slices.IndexFunc(calls, func(cl call) bool { return cl.slot == sl })
 		if j < 0 {
-			calls = append(calls, call{slot: sl, hits: make([]int, 0, n), keys: make([]string, 0, n)})
-			if withArgs {
-				calls[len(calls)-1].args = append(make([]string, 0, checkHead+hitArgCount*n), head[:]...)
-			}
+			calls = append(calls, call{slot: sl, hits: make([]int, 0, n), keys: make([]string, 0, n), cost: c.Cost})
 			j = len(calls) - 1
 		}
 		cl := &calls[j]
 		cl.hits, cl.keys = append(cl.hits, i), append(cl.keys, key)
-		if withArgs {
-			cl.args = appendHitArgs(cl.args, h, c.Shadow)
+		if withSpecs {
+			cl.specs = append(cl.specs, specOf(h, c.Shadow))
 		}
 	}
 	slices.SortFunc(calls, func(a, b call) int { return int(a.slot) - int(b.slot) })
@@ -69,85 +55,105 @@ type oneHit struct {
 	calls [1]call
 	hits  [1]int
 	keys  [1]string
-	args  [checkHead + hitArgCount]string
+	specs [1]spec
 }
 
 // planOne is plan for a check of one hit.
-func (s *Store) planOne(c sluice.Check, withArgs bool, head [checkHead]string) []call {
+func (s *Store) planOne(c sluice.Check, withSpecs bool) []call {
 	h := c.Hits[0]
 	o := &oneHit{}
 	key, tag := stateKey(s.prefix, h, c.Group)
 	o.keys[0] = key
-	cl := call{hits: o.hits[:], keys: o.keys[:]}
+	cl := call{hits: o.hits[:], keys: o.keys[:], cost: c.Cost}
 	if s.cluster {
 		cl.slot = slot(tag)
 	}
-	if withArgs {
-		cl.args = appendHitArgs(append(o.args[:0], head[:]...), h, c.Shadow)
+	if withSpecs {
+		o.specs[0] = specOf(h, c.Shadow)
+		cl.specs = o.specs[:]
 	}
 	o.calls[0] = cl
 	return o.calls[:]
 }
 
-// checkHead returns check.lua's first ARGV: now, cost, the check's id,
-// padding. Every call of one check shares them.
-func (s *Store) checkHead(c sluice.Check) [checkHead]string {
-	now := ""
-	if s.now != nil {
-		now = strconv.FormatInt(s.now().UnixMicro(), 10)
-	}
+// callID returns a new id for one script call: the Store's random prefix
+// and a counter. It names the call's log members.
+func (s *Store) callID() string {
 	var buf [40]byte
 	b := append(append(buf[:0], s.idPrefix...), '.')
-	id := string(strconv.AppendUint(b, s.seq.Add(1), 36))
-	return [checkHead]string{now, strconv.FormatInt(c.Cost, 10), id, s.padding}
+	return string(strconv.AppendUint(b, s.seq.Add(1), 36))
 }
 
-// appendHitArgs appends one hit's part of check.lua's ARGV: algorithm
-// code, rate, window µs, bucket µs, shadow flag.
-func appendHitArgs(args []string, h sluice.Hit, shadow bool) []string {
-	flag := "0"
-	if shadow || h.Limit.Shadow {
-		flag = "1"
+// nowArg is decide.lua's ARGV[1]: Options.Now in µs, or "" for the
+// server's TIME.
+func (s *Store) nowArg() string {
+	if s.now == nil {
+		return ""
 	}
-	// The three numbers share one string: one allocation instead of three.
-	var buf [64]byte
-	b := strconv.AppendInt(buf[:0], h.Limit.Rate, 10)
-	i := len(b)
-	b = strconv.AppendInt(b, h.Limit.Window.Microseconds(), 10)
-	j := len(b)
-	nums := string(strconv.AppendInt(b, h.Limit.Bucket().Microseconds(), 10))
-	return append(args, algoCode[h.Limit.Algo()], nums[:i], nums[i:j], nums[j:], flag)
+	return strconv.FormatInt(s.now().UnixMicro(), 10)
 }
 
-// runChecks decides every call within Options.Timeout and decodes the
-// replies: a single call coalesced with other checks when batching is on
-// (bounded by its batch call's deadline, with no timer per check), else
-// through checkOne, several (a check across Cluster slots) with one
-// check.lua call each, concurrently. A failed call's reply is the zero
-// value (not allowed, so never refunded); the errors are joined.
+// decideCalls runs one decide.lua call for checks (each a call of its own
+// check) and decodes each check's reply; a check the script failed on
+// fails alone.
+func (s *Store) decideCalls(ctx context.Context, checks []*call) ([]checkReply, []error, error) {
+	id := s.callID()
+	keys, args := encode(s.nowArg(), s.padding, id, checks)
+	raw, err := run(ctx, s.sc, s.scripts.decide, keys, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	dec, err := newDecoder(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	replies, errs := make([]checkReply, len(checks)), make([]error, len(checks))
+	for i, cl := range checks {
+		if replies[i], errs[i] = dec.next(cl); errs[i] == nil {
+			replies[i].id = id + "." + strconv.Itoa(i+1)
+		} else if errs[i] != errCheckFailed {
+			return nil, nil, errs[i]
+		}
+	}
+	if err := dec.done(); err != nil {
+		return nil, nil, err
+	}
+	return replies, errs, nil
+}
+
+// checkOne decides the check of one call with a decide.lua call of its own.
+func (s *Store) checkOne(ctx context.Context, cl *call) (checkReply, error) {
+	replies, errs, err := s.decideCalls(ctx, []*call{cl})
+	if err != nil {
+		return checkReply{}, err
+	}
+	return replies[0], errs[0]
+}
+
+// runChecks decides every call within Options.Timeout: a single call
+// coalesced with other checks when batching is on, else with a decide.lua
+// call of its own, several (a check across Cluster slots) concurrently. A
+// failed call's reply is the zero value (not allowed, so never refunded);
+// the errors are joined.
 func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, error) {
 	replies := make([]checkReply, len(calls))
 	if len(calls) == 1 && s.batcher != nil {
 		var err error
-		replies[0], err = s.batcher.do(ctx, calls[0], time.Now().Add(s.timeout))
+		replies[0], err = s.batcher.do(ctx, &calls[0])
 		return replies, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if len(calls) == 1 {
 		var err error
-		replies[0], err = s.checkOne(ctx, calls[0])
+		replies[0], err = s.checkOne(ctx, &calls[0])
 		return replies, err
 	}
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Go(func() {
-			raw, err := run(ctx, s.sc, s.scripts.check, calls[i].keys, calls[i].args)
-			if err == nil {
-				replies[i], err = decodeCheck(raw, len(calls[i].hits))
-			}
-			if errs[i] = err; err != nil {
+			if replies[i], errs[i] = s.checkOne(ctx, &calls[i]); errs[i] != nil {
 				replies[i] = checkReply{} // not recorded
 			}
 		})
@@ -156,24 +162,20 @@ func (s *Store) runChecks(ctx context.Context, calls []call) ([]checkReply, erro
 	return replies, errors.Join(errs...)
 }
 
-// decide fills d from the replies of every call of c.
+// decide fills d from the replies of every call of c: each hit's result
+// from its snapshot, then d.Conclude.
 func (s *Store) decide(c sluice.Check, calls []call, replies []checkReply, d *sluice.Decision) {
-	n := len(c.Hits)
-	d.Prepare(n)
-	byHit, allowed := replies[0].hits, replies[0].allowed // one call: in hit order
-	if len(calls) > 1 {
-		byHit, allowed = make([]hitReply, n), true
-		for k, cl := range calls {
-			allowed = allowed && replies[k].allowed
-			for j, i := range cl.hits {
-				byHit[i] = replies[k].hits[j]
-			}
-		}
+	d.Prepare(len(c.Hits))
+	allowed := true
+	for _, r := range replies {
+		allowed = allowed && r.allowed
 	}
 	recorded := allowed && c.Cost > 0
-	for i, h := range c.Hits {
-		shadow := c.Shadow || h.Limit.Shadow
-		d.Hits[i] = result(h, shadow, byHit[i], recorded)
+	for k, cl := range calls {
+		r := &replies[k]
+		for j, i := range cl.hits {
+			d.Hits[i] = result(cl.specs[j], r.hits[j], r.now, c.Cost, recorded)
+		}
 	}
 	d.Conclude(sluice.FromStore)
 }

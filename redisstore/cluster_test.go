@@ -33,7 +33,7 @@ func TestCrossSlotRefund(t *testing.T) {
 	a, b := keysInTwoSlots()
 	for _, algo := range sluice.Algorithms() {
 		t.Run(string(algo), func(t *testing.T) {
-			s := newStore(t, redisstore.Options{Client: c.Client(), Now: fixedClock(at), Prefix: "refund-" + string(algo) + ":"})
+			s := newStore(t, c.Client(), redisstore.Options{Now: fixedClock(at), Prefix: "refund-" + string(algo) + ":"})
 			l := sluice.Limit{Rate: 3, Window: time.Minute, Algorithm: algo}
 			both := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: a, Limit: l}, {Key: b, Limit: l}}}
 			if d := mustCheck(t, s, both); !d.Allowed || d.Hits[0].Used != 1 || d.Hits[1].Used != 1 {

@@ -21,8 +21,8 @@ const testTimeout = 5 * time.Second
 func factory(client rueidis.Client) storetest.Factory {
 	var n atomic.Int64
 	return func(t *testing.T, now func() time.Time) sluice.Limiter {
-		s, err := redisstore.New(redisstore.Options{
-			Client: client, Now: now, Timeout: testTimeout,
+		s, err := redisstore.New(client, redisstore.Options{
+			Now: now, Timeout: testTimeout,
 			Prefix: fmt.Sprintf("conf%d:", n.Add(1)),
 		})
 		if err != nil {

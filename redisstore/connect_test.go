@@ -32,7 +32,7 @@ var tenPerMinute = sluice.Limit{Rate: 10, Window: time.Minute}
 // the state in that database.
 func TestURLPasswordAndDB(t *testing.T) {
 	srv := redistest.Standalone(t, "--requirepass", "s3cr@t")
-	s := newStore(t, redisstore.Options{URL: "redis://:s3cr%40t@" + srv.Addr() + "/3"})
+	s := dialStore(t, "redis://:s3cr%40t@"+srv.Addr()+"/3", redisstore.Options{})
 	spend(t, s, "k", tenPerMinute, 11, true)
 
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, Password: "s3cr@t", SelectDB: 3, DisableCache: true, ForceSingleClient: true})
@@ -44,7 +44,7 @@ func TestURLPasswordAndDB(t *testing.T) {
 		t.Fatalf("%d sluice keys in db 3, want 1", n)
 	}
 
-	_, err = redisstore.New(redisstore.Options{URL: "redis://:wrong@" + srv.Addr(), Timeout: testTimeout})
+	_, err = redisstore.Dial("redis://:wrong@"+srv.Addr(), redisstore.Options{Timeout: testTimeout})
 	if !errors.Is(err, sluice.ErrUnavailable) || containsSecret(err, "wrong") {
 		t.Fatalf("wrong password: err = %v, want ErrUnavailable without the password", err)
 	}
@@ -69,11 +69,11 @@ func TestURLTLS(t *testing.T) {
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
 	url := "rediss://localhost:" + strconv.Itoa(tlsPort)
 
-	s := newStore(t, redisstore.Options{URL: url, TLSConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}})
+	s := dialStore(t, url, redisstore.Options{TLSConfig: &tls.Config{RootCAs: roots, ServerName: "localhost"}})
 	spend(t, s, "k", tenPerMinute, 11, true)
 
 	// Without the CA, the self-signed server must be refused.
-	if _, err := redisstore.New(redisstore.Options{URL: url, Timeout: testTimeout}); err == nil {
+	if _, err := redisstore.Dial(url, redisstore.Options{Timeout: testTimeout}); err == nil {
 		t.Fatal("rediss:// accepted a certificate from an unknown authority")
 	}
 }
@@ -125,7 +125,7 @@ type countingScripter struct {
 	calls atomic.Int64
 }
 
-func (c *countingScripter) EvalSha(ctx context.Context, sha string, keys, args []string) ([]string, error) {
+func (c *countingScripter) EvalSha(ctx context.Context, sha string, keys, args []string) ([]int64, error) {
 	c.calls.Add(1)
 	return c.Scripter.EvalSha(ctx, sha, keys, args)
 }
@@ -133,7 +133,7 @@ func (c *countingScripter) EvalSha(ctx context.Context, sha string, keys, args [
 func TestErrors(t *testing.T) {
 	srv := redistest.Standalone(t)
 	counter := &countingScripter{Scripter: redisstore.NewScripter(srv.Client())}
-	s := newStore(t, redisstore.Options{Scripter: counter, Timeout: 100 * time.Millisecond})
+	s := scripterStore(t, counter, redisstore.Options{Timeout: 100 * time.Millisecond})
 	var d sluice.Decision
 
 	for _, c := range []sluice.Check{
@@ -173,15 +173,25 @@ func TestErrors(t *testing.T) {
 func TestOptionsErrors(t *testing.T) {
 	srv := redistest.Standalone(t)
 	for name, o := range map[string]redisstore.Options{
-		"nothing":        {},
-		"URL and Client": {URL: srv.URL(), Client: srv.Client()},
-		"brace prefix":   {Client: srv.Client(), Prefix: "a{b"},
-		"tiny timeout":   {Client: srv.Client(), Timeout: time.Microsecond},
-		"bad URL":        {URL: "redis://h:0"},
+		"brace prefix": {Prefix: "a{b"},
+		"tiny timeout": {Timeout: time.Microsecond},
+		"negative":     {MaxBatch: -1},
 	} {
-		if _, err := redisstore.New(o); !errors.Is(err, sluice.ErrInvalid) {
+		if _, err := redisstore.New(srv.Client(), o); !errors.Is(err, sluice.ErrInvalid) {
 			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
 		}
+		if _, err := redisstore.Dial(srv.URL(), o); !errors.Is(err, sluice.ErrInvalid) {
+			t.Errorf("%s: Dial = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := redisstore.New(nil, redisstore.Options{}); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("New(nil) = %v, want ErrInvalid", err)
+	}
+	if _, err := redisstore.NewWithScripter(nil, redisstore.Options{}); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("NewWithScripter(nil) = %v, want ErrInvalid", err)
+	}
+	if _, err := redisstore.Dial("redis://h:0", redisstore.Options{}); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Dial(bad URL) = %v, want ErrInvalid", err)
 	}
 }
 
@@ -195,11 +205,11 @@ func TestSentinel(t *testing.T) {
 	var n atomic.Int64
 	t.Run("Conformance", func(t *testing.T) {
 		runConformance(t, func(t *testing.T, now func() time.Time) sluice.Limiter {
-			return newStore(t, redisstore.Options{URL: st.URL(), Now: now, Prefix: "sent" + strconv.FormatInt(n.Add(1), 10) + ":"})
+			return dialStore(t, st.URL(), redisstore.Options{Now: now, Prefix: "sent" + strconv.FormatInt(n.Add(1), 10) + ":"})
 		})
 	})
 	t.Run("Failover", func(t *testing.T) {
-		s := newStore(t, redisstore.Options{URL: st.URL()})
+		s := dialStore(t, st.URL(), redisstore.Options{})
 		spend(t, s, "k", tenPerMinute, 3, false)
 		st.Failover()
 		deadline := time.Now().Add(30 * time.Second)

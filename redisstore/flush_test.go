@@ -25,7 +25,7 @@ func spend(t *testing.T, s *redisstore.Store, key string, l sluice.Limit, n int,
 // the script (NOSCRIPT, then EVAL) and the state is intact.
 func TestScriptFlush(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client(), Now: fixedClock(time.Unix(1_700_000_040, 0))})
+	s := newStore(t, srv.Client(), redisstore.Options{Now: fixedClock(time.Unix(1_700_000_040, 0))})
 	l := sluice.Limit{Rate: 10, Window: time.Minute, Algorithm: sluice.Log}
 	spend(t, s, "k", l, 5, false)
 	if err := srv.Do("SCRIPT", "FLUSH").Error(); err != nil {
@@ -42,7 +42,7 @@ func TestScriptFlushCluster(t *testing.T) {
 		t.Skip("starts a six-node Cluster")
 	}
 	c := redistest.NewCluster(t)
-	s := newStore(t, redisstore.Options{Client: c.Client(), Now: fixedClock(time.Unix(1_700_000_040, 0))})
+	s := newStore(t, c.Client(), redisstore.Options{Now: fixedClock(time.Unix(1_700_000_040, 0))})
 	l := sluice.Limit{Rate: 10, Window: time.Minute, Algorithm: sluice.GCRA}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	for _, k := range keys {

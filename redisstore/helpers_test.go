@@ -11,16 +11,36 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// newStore returns a Store with opts (Timeout defaulted to testTimeout),
-// closed at the end of the test.
-func newStore(t *testing.T, opts redisstore.Options) *redisstore.Store {
+// newStore returns a Store on client with opts (Timeout defaulted to
+// testTimeout), closed at the end of the test.
+func newStore(t *testing.T, client rueidis.Client, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	return scripterStore(t, redisstore.NewScripter(client), opts)
+}
+
+// scripterStore is newStore on a Scripter.
+func scripterStore(t *testing.T, sc redisstore.Scripter, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
 	if opts.Timeout == 0 {
 		opts.Timeout = testTimeout
 	}
-	s, err := redisstore.New(opts)
+	s, err := redisstore.NewWithScripter(sc, opts)
 	if err != nil {
-		t.Fatalf("redisstore.New: %v", err)
+		t.Fatalf("redisstore.NewWithScripter: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// dialStore is newStore on a connection to url, which Close closes.
+func dialStore(t *testing.T, url string, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
+	s, err := redisstore.Dial(url, opts)
+	if err != nil {
+		t.Fatalf("redisstore.Dial: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

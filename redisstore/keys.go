@@ -13,8 +13,7 @@ import (
 // are replaced by their SHA-256 (see encodePart).
 const maxPart = 128
 
-// algoCode is the one-letter code of each algorithm in keys and in the
-// scripts' ARGV.
+// algoCode is the one-letter code of each algorithm in the scripts' ARGV.
 var algoCode = map[sluice.Algorithm]string{
 	sluice.SlidingWindow: "w",
 	sluice.Buckets:       "b",
@@ -23,9 +22,21 @@ var algoCode = map[sluice.Algorithm]string{
 	sluice.GCRA:          "g",
 }
 
+// keyCode is the code of each algorithm in keys. Upper case since the
+// state format of every algorithm changed (hashes and integer fields,
+// where it was one formatted string): the state of an older version, under
+// the lower-case codes, is ignored (it expires) rather than misread.
+var keyCode = map[sluice.Algorithm]string{
+	sluice.SlidingWindow: "W",
+	sluice.Buckets:       "B",
+	sluice.Log:           "L",
+	sluice.Decay:         "D",
+	sluice.GCRA:          "G",
+}
+
 // stateKey returns the Redis key of one hit's state:
 //
-//	<prefix><zone>{<tag>}:<algo><window µs>[/<bucket µs>][:<key>]
+//	<prefix><zone>{<tag>}:<ALGO><window µs>[/<bucket µs>][:<key>]
 //
 // The tag is the hit's key, or the check's group when set; then the hit's
 // key follows the identity. Every user-supplied part is encoded by
@@ -50,7 +61,7 @@ func stateKey(prefix string, h sluice.Hit, group string) (key, tag string) {
 		num = append(num, '/')
 		num = strconv.AppendInt(num, h.Limit.Bucket().Microseconds(), 10)
 	}
-	code := algoCode[h.Limit.Algo()]
+	code := keyCode[h.Limit.Algo()]
 	var b strings.Builder
 	b.Grow(len(prefix) + len(zone) + len(tag) + len(code) + len(num) + len(suffix) + 4)
 	b.WriteString(prefix)

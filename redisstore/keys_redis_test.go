@@ -63,7 +63,7 @@ func checkLayout(t *testing.T, keys []string, prefix string) {
 
 func TestNastyKeysStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client(), Prefix: "nasty:", Now: fixedClock(time.Unix(1_700_000_000, 0))})
+	s := newStore(t, srv.Client(), redisstore.Options{Prefix: "nasty:", Now: fixedClock(time.Unix(1_700_000_000, 0))})
 	want := exhaustNasty(t, s)
 	keys := scanKeys(t, srv.Client(), "*")
 	if len(keys) != want {
@@ -80,7 +80,7 @@ func TestNastyKeysCluster(t *testing.T) {
 		t.Skip("starts a six-node Cluster")
 	}
 	c := redistest.NewCluster(t)
-	s := newStore(t, redisstore.Options{Client: c.Client(), Prefix: "nasty:", Now: fixedClock(time.Unix(1_700_000_000, 0))})
+	s := newStore(t, c.Client(), redisstore.Options{Prefix: "nasty:", Now: fixedClock(time.Unix(1_700_000_000, 0))})
 	want := exhaustNasty(t, s)
 
 	// A check across every zone of one key, and one across keys in a

@@ -81,10 +81,10 @@ func TestStateKeyLayout(t *testing.T) {
 		group string
 		want  string
 	}{
-		{sluice.Hit{Zone: "api", Key: "1.2.3.4", Limit: l}, "", "sluice:api{1.2.3.4}:w60000000"},
-		{sluice.Hit{Zone: "", Key: "a{b}:c", Limit: l}, "", "sluice:{a%7Bb%7D%3Ac}:w60000000"},
-		{sluice.Hit{Zone: "z{", Key: "k", Limit: b}, "", "sluice:z%7B{k}:b60000000/10000000"},
-		{sluice.Hit{Zone: "api", Key: "alice", Limit: l}, "res 1", "sluice:api{res%201}:w60000000:alice"},
+		{sluice.Hit{Zone: "api", Key: "1.2.3.4", Limit: l}, "", "sluice:api{1.2.3.4}:W60000000"},
+		{sluice.Hit{Zone: "", Key: "a{b}:c", Limit: l}, "", "sluice:{a%7Bb%7D%3Ac}:W60000000"},
+		{sluice.Hit{Zone: "z{", Key: "k", Limit: b}, "", "sluice:z%7B{k}:B60000000/10000000"},
+		{sluice.Hit{Zone: "api", Key: "alice", Limit: l}, "res 1", "sluice:api{res%201}:W60000000:alice"},
 	}
 	for _, tt := range tests {
 		key, _ := stateKey("sluice:", tt.hit, tt.group)

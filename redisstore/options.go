@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 )
 
@@ -23,29 +22,10 @@ const (
 	DefaultClockPadding = 10 * time.Second
 )
 
-// Options configure a Store. The zero value is not enough: exactly one of
-// URL, Client and Scripter must be set. Every other field has a default.
+// Options configure a Store. The zero value is the defaults: every field
+// has one.
 type Options struct {
-	// URL is where Redis is: redis://[user:password@]host:port[/db],
-	// rediss://... (TLS), redis-sentinel://[user:password@]host:port,
-	// host:port/master[/db][?sentinel_password=...] (a master found
-	// through Sentinels), or redis-cluster://host:port,host:port (Cluster
-	// seeds). rediss-sentinel:// and rediss-cluster:// use TLS. The Store
-	// creates a rueidis client and Close closes it. Default: none.
-	URL string
-	// Client is a rueidis client to use instead of URL (standalone,
-	// Sentinel or Cluster, detected from Client.Mode). The Store does not
-	// close it. Default: none.
-	Client rueidis.Client
-	// Scripter is any Redis client behind the small Scripter interface,
-	// such as a go-redis client wrapped by package redisstore/goredis. The
-	// Store does not close it. Default: none.
-	Scripter Scripter
-	// Cluster tells that Scripter talks to a Redis Cluster, so that hits in
-	// different hash slots are sent in different script calls. Ignored with
-	// URL and Client, whose mode is detected. Default: false.
-	Cluster bool
-	// TLSConfig is used for rediss URLs. Default: nil, which verifies the
+	// TLSConfig is used by Dial for rediss URLs. Default: nil, which verifies the
 	// server against the system roots with the URL's host name.
 	TLSConfig *tls.Config
 	// Prefix starts every key. It must not contain "{" or "}". Default:
@@ -56,8 +36,9 @@ type Options struct {
 	// clock. Default: nil, the Redis server's TIME read inside each script,
 	// one clock for every process.
 	Now func() time.Time
-	// Timeout bounds each call to Redis (a check, a refund, a reset); past
-	// it the call fails with sluice.ErrUnavailable. At least 1ms. Default:
+	// Timeout bounds each call to Redis (a check, a refund, a reset) from
+	// when it is sent, not a check's wait for a coalesced call; past it the
+	// call fails with sluice.ErrUnavailable. At least 1ms. Default:
 	// DefaultTimeout (50ms).
 	Timeout time.Duration
 	// ClockPadding is added to the TTL of every key written. With the
@@ -67,11 +48,11 @@ type Options struct {
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
 	// MaxBatch is the most checks one script call decides. Checks that
-	// arrive while earlier calls are under way are coalesced into one call
-	// of batch.lua, which decides them one after the other, each atomically
-	// and all or nothing, as if they had been sent one by one (in a
-	// Cluster, one call per hash slot; a check across slots is never
-	// batched). There is no timer: a check that finds no call under way is
+	// arrive while earlier calls are under way (at most two) are coalesced
+	// into one call of decide.lua, which decides them one after the other,
+	// each atomically and all or nothing, as if they had been sent one by
+	// one (in a Cluster, one call per hash slot; a check across slots is
+	// never batched). There is no timer: a check that finds a free call is
 	// sent at once. 1 sends one call per check. Default: DefaultMaxBatch.
 	MaxBatch int
 	// Logger receives the failures the Store cannot return, such as a
@@ -80,15 +61,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	set := 0
-	for _, ok := range []bool{o.URL != "", o.Client != nil, o.Scripter != nil} {
-		if ok {
-			set++
-		}
-	}
-	if set != 1 {
-		return o, fmt.Errorf("%w: set exactly one of Options.URL, Client and Scripter (%d set)", sluice.ErrInvalid, set)
-	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}

@@ -39,11 +39,10 @@ func (s *Store) refund(ctx context.Context, c sluice.Check, calls []call, replie
 	defer cancel()
 	for _, k := range which {
 		cl := calls[k]
-		args := []string{strconv.FormatInt(replies[k].now, 10), strconv.FormatInt(c.Cost, 10), cl.args[2]}
-		for j := range cl.hits {
-			// check.lua's per-hit ARGV minus the shadow flag.
-			base := checkHead + j*hitArgCount
-			args = append(args, cl.args[base:base+hitArgCount-1]...)
+		args := []string{strconv.FormatInt(replies[k].now, 10), strconv.FormatInt(c.Cost, 10), replies[k].id}
+		for _, sp := range cl.specs {
+			args = append(args, string(sp.code), strconv.FormatInt(sp.rate, 10),
+				strconv.FormatInt(sp.window, 10), strconv.FormatInt(sp.bucket, 10))
 		}
 		if _, err := run(ctx, s.sc, s.scripts.refund, cl.keys, args); err != nil {
 			s.log.Warn("redisstore: refund failed; the cost stays recorded until the keys expire",

@@ -13,7 +13,7 @@ var scriptFiles embed.FS
 
 // algorithmFiles are concatenated, in this order, before each entry
 // script that needs the algorithms.
-var algorithmFiles = []string{"common.lua", "window.lua", "buckets.lua", "log.lua", "decay.lua", "gcra.lua", "decide.lua"}
+var algorithmFiles = []string{"common.lua", "window.lua", "buckets.lua", "log.lua", "decay.lua", "gcra.lua"}
 
 // script is one Lua script with its SHA-1 digest, as EVALSHA names it.
 type script struct {
@@ -31,9 +31,15 @@ func newScript(name string, withAlgorithms bool) script {
 		}
 	}
 	b.WriteString(mustRead(name))
-	src := b.String()
+	s := newScriptSrc(b.String())
+	s.name = name
+	return s
+}
+
+// newScriptSrc returns the script of source src, with its digest.
+func newScriptSrc(src string) script {
 	sum := sha1.Sum([]byte(src))
-	return script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 func mustRead(name string) string {
@@ -47,13 +53,12 @@ func mustRead(name string) string {
 // scripts holds the store's scripts; built once per Store (no package-level
 // state).
 type scripts struct {
-	check, batch, refund, reset script
+	decide, refund, reset script
 }
 
 func loadScripts() scripts {
 	return scripts{
-		check:  newScript("check.lua", true),
-		batch:  newScript("batch.lua", true),
+		decide: newScript("decide.lua", true),
 		refund: newScript("refund.lua", true),
 		reset:  newScript("reset.lua", false),
 	}
@@ -65,17 +70,20 @@ func loadScripts() scripts {
 // concurrent use.
 type Scripter interface {
 	// EvalSha runs the cached script with the given SHA-1 digest (EVALSHA).
-	// All keys share one hash slot. The reply is an array of strings. When
-	// the server does not have the script, the error's text must start
-	// with "NOSCRIPT", as Redis's reply does.
-	EvalSha(ctx context.Context, sha1 string, keys, args []string) ([]string, error)
+	// All keys share one hash slot. Every script replies an array of
+	// integers. When the server does not have the script, the error's text
+	// must start with "NOSCRIPT", as Redis's reply does.
+	EvalSha(ctx context.Context, sha1 string, keys, args []string) ([]int64, error)
 	// Eval runs script (EVAL), which also caches it on the server.
-	Eval(ctx context.Context, script string, keys, args []string) ([]string, error)
+	Eval(ctx context.Context, script string, keys, args []string) ([]int64, error)
+	// Cluster reports whether the client talks to a Redis Cluster, where
+	// the hits of a check in different hash slots need different calls.
+	Cluster() bool
 }
 
 // run runs s by its digest and, when the server does not know it (a new or
 // restarted node, a failover, SCRIPT FLUSH), sends its source once.
-func run(ctx context.Context, c Scripter, s script, keys, args []string) ([]string, error) {
+func run(ctx context.Context, c Scripter, s script, keys, args []string) ([]int64, error) {
 	reply, err := c.EvalSha(ctx, s.sha, keys, args)
 	if err != nil && isNoScript(err) {
 		reply, err = c.Eval(ctx, s.src, keys, args)

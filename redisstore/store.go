@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/keyname"
 )
 
@@ -21,7 +20,7 @@ import (
 // by the atomic Lua scripts in scripts/. It is safe for concurrent use.
 type Store struct {
 	sc        Scripter
-	owned     rueidis.Client // created from Options.URL; closed by Close
+	owned     rueidis.Client // created by Dial; closed by Close
 	cluster   bool
 	prefix    string
 	now       func() time.Time
@@ -37,37 +36,66 @@ type Store struct {
 
 var _ sluice.Limiter = (*Store)(nil)
 
-// New returns a Store configured by opts. With Options.URL it connects
-// (rueidis needs a first successful connection: an unreachable Redis is an
-// error wrapping sluice.ErrUnavailable); a bad option is an error wrapping
-// sluice.ErrInvalid.
-func New(opts Options) (*Store, error) {
+// New returns a Store on a rueidis client the caller owns (standalone,
+// Sentinel or Cluster, told apart by the client's mode); Close leaves it
+// open. A bad option is an error wrapping sluice.ErrInvalid.
+func New(client rueidis.Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redisstore: %w: nil client", sluice.ErrInvalid)
+	}
+	return NewWithScripter(rueidisScripter{client}, opts)
+}
+
+// Dial connects to the Redis at url and returns a Store on it; Close
+// closes the connection. url is redis://[user:password@]host:port[/db],
+// rediss://... (TLS, with Options.TLSConfig),
+// redis-sentinel://[user:password@]host:port,host:port/master[/db]
+// [?sentinel_password=...] (a master found through Sentinels), or
+// redis-cluster://host:port,host:port (Cluster seeds); rediss-sentinel://
+// and rediss-cluster:// use TLS. rueidis needs a first successful
+// connection: an unreachable Redis is an error wrapping
+// sluice.ErrUnavailable; a bad URL or option one wrapping sluice.ErrInvalid.
+func Dial(url string, opts Options) (*Store, error) {
+	if _, err := opts.withDefaults(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	u, err := parseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	client, err := rueidis.NewClient(u.clientOption(opts.TLSConfig))
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", redact(url), sluice.ErrUnavailable, err)
+	}
+	s, err := New(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	s.owned = client
+	return s, nil
+}
+
+// NewWithScripter returns a Store on any client behind the Scripter
+// interface, such as a go-redis client adapted by package
+// redisstore/goredis; Cluster mode is the Scripter's. Close leaves the
+// client open. A bad option is an error wrapping sluice.ErrInvalid.
+func NewWithScripter(sc Scripter, opts Options) (*Store, error) {
+	if sc == nil {
+		return nil, fmt.Errorf("redisstore: %w: nil Scripter", sluice.ErrInvalid)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s := &Store{
-		sc: o.Scripter, cluster: o.Cluster, prefix: o.Prefix, now: o.Now,
+		sc: sc, cluster: sc.Cluster(), prefix: o.Prefix, now: o.Now,
 		timeout: o.Timeout, log: o.Logger,
 		padding: strconv.FormatInt(o.ClockPadding.Milliseconds(), 10),
 		scripts: loadScripts(), idPrefix: randomID(),
 	}
 	if o.MaxBatch > 1 {
 		s.batcher = newCoalescer(s, o.MaxBatch)
-	}
-	client := o.Client
-	if o.URL != "" {
-		u, err := parseURL(o.URL)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
-		}
-		if client, err = rueidis.NewClient(u.clientOption(o.TLSConfig)); err != nil {
-			return nil, fmt.Errorf("redisstore: connect to %s: %w: %w", redact(o.URL), sluice.ErrUnavailable, err)
-		}
-		s.owned = client
-	}
-	if client != nil {
-		s.sc, s.cluster = rueidisScripter{client}, client.Mode() == rueidis.ClientModeCluster
 	}
 	return s, nil
 }
@@ -81,8 +109,8 @@ func randomID() string {
 }
 
 // Close waits until the checks already queued for a coalesced call are
-// decided, then closes the client the Store created from Options.URL (a
-// Client or Scripter given in Options is left open). Checks after Close
+// decided, then closes the client the Store created in Dial (a client or
+// Scripter given to New or NewWithScripter is left open). Checks after Close
 // fail with an error wrapping sluice.ErrUnavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
@@ -164,21 +192,4 @@ func describe(c sluice.Check) string {
 		s += fmt.Sprintf(" (+%d hits)", len(c.Hits)-1)
 	}
 	return s
-}
-
-// result turns one hit's reply into its HitResult; recorded tells whether
-// the check's cost was recorded on it.
-func result(h sluice.Hit, shadow bool, r hitReply, recorded bool) sluice.HitResult {
-	used, reset := r.used, r.reset
-	if recorded {
-		used, reset = r.usedAfter, r.resetAf
-	}
-	return sluice.HitResult{
-		Allowed:    r.fits,
-		Shadow:     shadow,
-		Used:       used,
-		Remaining:  algo.Remaining(h.Limit.Rate, used),
-		RetryAfter: time.Duration(r.retry) * time.Microsecond,
-		ResetAfter: time.Duration(reset) * time.Microsecond,
-	}
 }

@@ -25,14 +25,16 @@ var shortLimits = []sluice.Limit{
 
 // maxTTL bounds the TTL a key of l may get: the longest time its usage
 // takes to fall to zero (decay: from Rate to 0.01), plus a millisecond of
-// rounding.
+// rounding. A shadow hit records past the limit, so a GCRA arrival time
+// can run ahead of now by more than W: by the shadow cost it recorded, at
+// most another W in this traffic.
 func maxTTL(l sluice.Limit) time.Duration {
 	switch l.Algo() {
 	case sluice.Decay:
 		return time.Duration(float64(l.Window)*7.0) + time.Millisecond // ln(5/0.01) ≈ 6.2
 	case sluice.Buckets:
 		return l.Window + l.Bucket() + time.Millisecond
-	case sluice.SlidingWindow:
+	case sluice.SlidingWindow, sluice.GCRA:
 		return 2*l.Window + time.Millisecond
 	}
 	return l.Window + time.Millisecond
@@ -112,7 +114,7 @@ func waitGone(t *testing.T, count func() int) {
 // windows. It uses the Redis clock (no Options.Now), as production does.
 func TestKeysExpireStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	s := newStore(t, redisstore.Options{Client: srv.Client()})
+	s := newStore(t, srv.Client(), redisstore.Options{})
 	traffic(t, s)
 	keys := scanKeys(t, srv.Client(), "*")
 	if len(keys) < 20 {
@@ -127,7 +129,7 @@ func TestKeysExpireCluster(t *testing.T) {
 		t.Skip("starts a six-node Cluster")
 	}
 	c := redistest.NewCluster(t)
-	s := newStore(t, redisstore.Options{Client: c.Client()})
+	s := newStore(t, c.Client(), redisstore.Options{})
 	traffic(t, s) // multi-hit checks here span slots: refunds write too
 	keys := clusterKeys(t, c, "*")
 	if len(keys) < 20 {

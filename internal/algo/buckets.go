@@ -34,10 +34,21 @@ func (s *Buckets) usedAt(p Params, b, e int64) float64 {
 	return float64(s.count(b-n))*float64(p.Bucket-e)/float64(p.Bucket) + float64(sum)
 }
 
+// at returns the bucket of now and the µs elapsed in it. A clock behind
+// the newest bucket (a step back, or another process's clock) is read as
+// the start of that bucket, as Window.at does: nothing recorded is
+// forgotten and the estimate errs towards denying.
+func (s *Buckets) at(p Params, now int64) (b, e int64) {
+	b = floorDiv(now, p.Bucket)
+	if len(s.Counts) > 0 && b < s.Head {
+		return s.Head, 0
+	}
+	return b, now - b*p.Bucket
+}
+
 // Eval implements State.
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
-	b := floorDiv(now, p.Bucket)
-	e := now - b*p.Bucket
+	b, e := s.at(p, now)
 	r := Result{Used: s.usedAt(p, b, e), ResetAfter: s.resetAfter(p, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
 		r.RetryAfter = s.retryAfter(p, b, e, cost)
@@ -91,20 +102,18 @@ func (s *Buckets) resetAfter(p Params, now int64) int64 {
 // Record implements State.
 func (s *Buckets) Record(p Params, now, cost int64) (float64, int64) {
 	n := p.Window / p.Bucket
-	b := floorDiv(now, p.Bucket)
 	if len(s.Counts) != int(n+1) {
-		s.Counts, s.Head = make([]int64, n+1), b
+		s.Counts, s.Head = make([]int64, n+1), floorDiv(now, p.Bucket)
 	}
+	b, e := s.at(p, now)
 	if b > s.Head {
 		for k := s.Head + 1; k <= b && k <= s.Head+n+1; k++ {
 			s.Counts[floorMod(k, n+1)] = 0
 		}
 		s.Head = b
 	}
-	// A clock behind Head records into the bucket of now while it is still
-	// kept, else into the oldest kept one.
-	s.Counts[floorMod(max(b, s.Head-n), n+1)] += cost
-	return s.usedAt(p, b, now-b*p.Bucket), s.resetAfter(p, now)
+	s.Counts[floorMod(b, n+1)] += cost // b >= Head: a clock behind records into Head
+	return s.usedAt(p, b, e), s.resetAfter(p, now)
 }
 
 func floorMod(a, n int64) int64 {

@@ -1,20 +1,32 @@
 // Package algo holds sluice's five rate-limiting algorithms as pure
 // functions of (state, now, cost): no I/O, no clock, no locks. Stores own
-// the state and the clock; the Redis Lua scripts in redisstore/scripts are
-// line-for-line translations of this package, and the conformance suite
-// holds both to the same answers.
+// the state and the clock. The Redis Lua scripts in redisstore/scripts
+// compute the same answers with the same arithmetic, except where the
+// storage differs: log.lua keeps one sorted-set member per check and a
+// running sum (Log merges events of one µs and sums its slice). Refunder is
+// what the scripts do to take back a cost (a check across Cluster slots
+// denied in another slot). redisstore computes every reported figure from
+// the state the scripts read, with this package; its model test holds the
+// scripts' decisions and writes to this package on random traffic, with
+// refunds and a clock that steps back, and the conformance suite holds
+// every store to the contract.
 //
 // # Units
 //
 // Times are int64 microseconds since the Unix epoch and durations are int64
 // microseconds: Lua numbers are doubles, exact only to 2^53, which holds
-// microseconds since 1970 but not nanoseconds.
+// microseconds since 1970 but not nanoseconds. Rates are at most
+// sluice.MaxRate (1e9), which keeps every integer the scripts compute below
+// 2^53.
 //
 // # Boundaries
 //
-// A check fits when used + cost <= rate, compared in float64 with a slack of
-// 1e-9 + 1e-12·rate units (see fits). The slack absorbs rounding in the
-// estimating formulas, so that waiting exactly RetryAfter (rounded up to the
-// next microsecond) always passes, and it is far too small to admit a whole
-// extra unit: a fresh 10r/m admits exactly 10 unit checks.
+// GCRA decides on integers (its arrival time is whole µs plus a fraction in
+// 1/Rate µs), and Log on integer sums: both are exact. The estimators
+// (sliding-window, buckets, decay) compare used + cost <= rate in float64
+// with a slack of 1e-9 + 1e-12·rate units (see fits). The slack absorbs
+// rounding in their formulas, so that waiting exactly RetryAfter (rounded up
+// to the next microsecond) passes, and it is far too small to admit a whole
+// extra unit below MaxRate: a fresh limit admits exactly Rate unit checks
+// (TestFreshAdmitsExactlyRate).
 package algo

@@ -17,7 +17,7 @@ import (
 // cache in front of it: what the cache saves a client that keeps hammering.
 func BenchmarkDeniedCheck(b *testing.B) {
 	srv := redistest.Standalone(b)
-	store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+	store, err := redisstore.Dial(srv.URL(), redisstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkDeniedCheck(b *testing.B) {
 // healthy Guard: the cost of the timeout and the breaker on the hot path.
 func BenchmarkGuardOnRedis(b *testing.B) {
 	srv := redistest.Standalone(b)
-	store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+	store, err := redisstore.Dial(srv.URL(), redisstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestDenyCacheOnRedis(t *testing.T) {
 		t.Run(string(algo), func(t *testing.T) {
 			clk := &clock{t: time.Now().Truncate(time.Second)}
 			store := func(prefix string) *redisstore.Store {
-				s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Prefix: prefix + string(algo) + ":", Now: clk.Now, Timeout: time.Second})
+				s, err := redisstore.Dial(srv.URL(), redisstore.Options{Prefix: prefix + string(algo) + ":", Now: clk.Now, Timeout: time.Second})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -68,7 +68,7 @@ func work(spec string) int {
 	}
 	// A generous timeout: this test is about exactness under contention,
 	// not latency, and a check that timed out may still have been counted.
-	store, err := redisstore.New(redisstore.Options{URL: j.URL, Timeout: 5 * time.Second})
+	store, err := redisstore.Dial(j.URL, redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
 		return 2

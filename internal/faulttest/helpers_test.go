@@ -31,9 +31,9 @@ const slack = 5 * time.Millisecond
 // 50 ms to load the scripts at warm-up.
 func newStore(t *testing.T, url string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(redisstore.Options{URL: url, Timeout: time.Second})
+	s, err := redisstore.Dial(url, redisstore.Options{Timeout: time.Second})
 	if err != nil {
-		t.Fatalf("redisstore.New(%q): %v", url, err)
+		t.Fatalf("redisstore.Dial(%q): %v", url, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
@@ -48,7 +48,7 @@ func newStoreWithClient(t *testing.T, opt rueidis.ClientOption) (*redisstore.Sto
 	if err != nil {
 		t.Fatalf("rueidis.NewClient: %v", err)
 	}
-	s, err := redisstore.New(redisstore.Options{Client: c, Timeout: time.Second})
+	s, err := redisstore.New(c, redisstore.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func (c *Cluster) Addrs() []string {
 }
 
 // URL returns "redis-cluster://<addr>,<addr>,..." with every node as a
-// seed: the form redisstore.New accepts.
+// seed: the form redisstore.Dial accepts.
 func (c *Cluster) URL() string {
 	return "redis-cluster://" + strings.Join(c.Addrs(), ",")
 }

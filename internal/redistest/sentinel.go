@@ -87,7 +87,7 @@ func (s *Sentinel) Addrs() []string {
 }
 
 // URL returns "redis-sentinel://<addr>,<addr>/<MasterName>": the form
-// redisstore.New accepts.
+// redisstore.Dial accepts.
 func (s *Sentinel) URL() string {
 	return "redis-sentinel://" + strings.Join(s.Addrs(), ",") + "/" + MasterName
 }

@@ -41,7 +41,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (*Store, error) {
 		}
 		return &Store{Limiter: s, Stats: s.Stats}, nil
 	}
-	s, err := redisstore.New(redisstore.Options{URL: storeURL(cfg), Prefix: cfg.Prefix, Timeout: cfg.Timeout, Logger: log})
+	s, err := redisstore.Dial(storeURL(cfg), redisstore.Options{Prefix: cfg.Prefix, Timeout: cfg.Timeout, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("server: %s store: %w", cfg.Kind, err)
 	}

@@ -31,6 +31,8 @@ func Run(t *testing.T, newLimiter Factory) {
 	t.Run("RetryAfter", func(t *testing.T) { testRetryAfter(t, newLimiter) })
 	t.Run("Model", func(t *testing.T) { testModel(t, newLimiter) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newLimiter) })
+	t.Run("GroupIdentity", func(t *testing.T) { testGroupIdentity(t, newLimiter) })
+	t.Run("FreshExact", func(t *testing.T) { testFreshExact(t, newLimiter) })
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newLimiter) })
 }
 
@@ -150,8 +152,7 @@ func forEachAlgorithm(t *testing.T, f func(t *testing.T, a sluice.Algorithm)) {
 	}
 }
 
-// same compares usages to float rounding: gcra's state is an absolute
-// instant in float64 microseconds, a quarter of a microsecond apart today.
+// same compares usages to float rounding (the estimators' weights).
 func same(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*max(1, math.Abs(want))
 }

@@ -9,7 +9,7 @@
 // For exact counting, give the client MaxRetries: -1 (the Store's failure
 // handling, not the client, should decide what a failed call means).
 //
-// rueidis (redisstore.Options.URL or Options.Client) remains the
+// rueidis (redisstore.Dial or redisstore.New) remains the
 // recommended client: its automatic pipelining gives more decisions per
 // second at 64 concurrent callers (see docs/redis.md).
 package goredis
@@ -24,26 +24,34 @@ import (
 // Scripter runs the Store's scripts on a go-redis client. It is safe for
 // concurrent use, as go-redis clients are.
 type Scripter struct {
-	c redis.Scripter
+	c       redis.Scripter
+	cluster bool
 }
 
 var _ redisstore.Scripter = (*Scripter)(nil)
 
 // New returns a Scripter on c: a *redis.Client, *redis.ClusterClient,
-// *redis.Ring or a failover (Sentinel) client. For a *redis.ClusterClient
-// set redisstore.Options.Cluster, or use NewStore, which does.
-func New(c redis.Scripter) *Scripter { return &Scripter{c: c} }
+// *redis.Ring or a failover (Sentinel) client. A *redis.ClusterClient is
+// run in Cluster mode (hits in different hash slots in different calls).
+func New(c redis.Scripter) *Scripter {
+	_, cluster := c.(*redis.ClusterClient)
+	return &Scripter{c: c, cluster: cluster}
+}
 
 // EvalSha implements redisstore.Scripter. go-redis's NOSCRIPT error reply
 // reads "NOSCRIPT ...", as the Store expects.
-func (s *Scripter) EvalSha(ctx context.Context, sha1 string, keys, args []string) ([]string, error) {
-	return s.c.EvalSha(ctx, sha1, keys, anys(args)...).StringSlice()
+func (s *Scripter) EvalSha(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
+	return s.c.EvalSha(ctx, sha1, keys, anys(args)...).Int64Slice()
 }
 
 // Eval implements redisstore.Scripter.
-func (s *Scripter) Eval(ctx context.Context, script string, keys, args []string) ([]string, error) {
-	return s.c.Eval(ctx, script, keys, anys(args)...).StringSlice()
+func (s *Scripter) Eval(ctx context.Context, script string, keys, args []string) ([]int64, error) {
+	return s.c.Eval(ctx, script, keys, anys(args)...).Int64Slice()
 }
+
+// Cluster implements redisstore.Scripter: whether c is a
+// *redis.ClusterClient.
+func (s *Scripter) Cluster() bool { return s.cluster }
 
 func anys(args []string) []any {
 	out := make([]any, len(args))
@@ -53,13 +61,8 @@ func anys(args []string) []any {
 	return out
 }
 
-// NewStore returns a redisstore.Store on c, with opts' other fields. It
-// sets opts.Scripter, and opts.Cluster when c is a *redis.ClusterClient.
-// The Store does not close c.
+// NewStore returns a redisstore.Store on c with opts. The Store does not
+// close c.
 func NewStore(c redis.Scripter, opts redisstore.Options) (*redisstore.Store, error) {
-	opts.Scripter = New(c)
-	if _, ok := c.(*redis.ClusterClient); ok {
-		opts.Cluster = true
-	}
-	return redisstore.New(opts)
+	return redisstore.NewWithScripter(New(c), opts)
 }

@@ -1,28 +1,47 @@
 -- common.lua: helpers shared by every algorithm. Not a script on its own:
 -- redisstore concatenates common.lua, the five algorithm files and one
--- entry file (check.lua, refund.lua) into each script it loads.
+-- entry file (decide.lua, refund.lua) into each script it loads.
 --
 -- Units: times and durations are microseconds (µs) held in Lua numbers
 -- (doubles), exact up to 2^53 µs, about 285 years; costs and rates are
--- integers. Every formula mirrors internal/algo operation for operation, so
--- that the doubles round the same way in Go and in Lua.
+-- integers up to sluice.MaxRate (1e9). Every integer computed here stays
+-- below 2^53, so it is exact. Numbers passed to redis.call are printed
+-- exactly by Redis ('%.17g'); numbers joined into strings with '..' are not
+-- (Lua prints '%.14g'), so no time is ever joined into a string.
+--
+-- Globals and library functions read on every check, as locals (a local is
+-- a register; a global is a table lookup).
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local spack, sunpack = struct.pack, struct.unpack
+
+-- ID is decide.lua's call id (ARGV[3]): check j's log members end in
+-- ID .. '.' .. j.
+local ID = ARGV[3]
+
+-- Per-hit scratch: the algorithms keep a check's loaded state in the
+-- arrays below, indexed by the hit's position in its check, instead of a
+-- table per hit: W1..W5 hold what the record step needs, RING a buckets
+-- ring. The state as stored goes straight into the reply (the snapshot).
+
+local W1, W2, W3, W4, W5, RING = {}, {}, {}, {}, {}, {}
+
+-- The call's limits, by their index in ARGV (see decide.lua): code, rate,
+-- window µs, bucket µs, shadow, and derived values: for gcra W div Rate and
+-- W mod Rate, for buckets the number of buckets n = W/R and the struct
+-- format of its state.
+local LC, LR, LW, LB, LS, LQ, LM, LN, LF = {}, {}, {}, {}, {}, {}, {}, {}, {}
 
 -- fits mirrors algo.fits: used + cost <= rate, with the rounding slack
--- 1e-9 + 1e-12·rate.
+-- 1e-9 + 1e-12·rate of the estimating algorithms.
 local function fits(used, cost, rate)
   return used + cost <= rate + 1e-9 + 1e-12 * rate
-end
-
--- ceil_us mirrors algo.ceilMicros: a wait rounded up to a whole µs, >= 0.
-local function ceil_us(t)
-  if t <= 0 then return 0 end
-  return math.ceil(t)
 end
 
 -- floordiv is floor(a / b) for integers a and b > 0, corrected for the
 -- rounding of the double division.
 local function floordiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
@@ -32,17 +51,8 @@ local function floormod(a, n)
   return a - floordiv(a, n) * n
 end
 
--- num formats a number for the wire: '%.17g' round-trips every double
--- exactly and prints integers below 1e17 without an exponent.
-local function num(x)
-  return string.format('%.17g', x)
+-- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
+-- at least 1, plus the padding.
+local function ttl_ms(reset, pad)
+  return max(1, ceil(reset / 1000) + pad)
 end
-
--- Algorithms by their code in the key and in ARGV. Each has:
---   load(key, p)                -> state (a fresh one for a missing key)
---   eval(s, p, now, cost)       -> fits, used, retry_after, reset_after
---   record(s, p, now, cost, id) -> used, reset_after (state changed in s)
---   save(key, s, p, ttl_ms)     writes s with its TTL
---   refund(key, p, at, cost, id) removes a cost recorded at `at`
--- p = {rate = integer, window = µs, bucket = µs}.
-local ALGOS = {}

@@ -1,53 +1,39 @@
 -- decay.lua: the exponentially decayed count (AR1), algo.Decay.
--- State: one string "<S>:<T0>": the count S at time T0 µs, S printed with
--- '%.17g' so it round-trips exactly. S(now) = S·exp(−(now − T0)/W); below
--- 0.01 it counts as zero. O(1).
+-- State: a string of two doubles packed by struct ('<dd': the count is a
+-- double, kept bit for bit, never printed): s = the count at time t µs.
+-- S(now) = s·exp(−(now − t)/W); below 0.01 it counts as zero. O(1): GET,
+-- then SET ... PX when recorded.
+-- Snapshot replied: m, x, t, with s = m·2^(x−53) (math.frexp's mantissa
+-- as an integer below 2^53: the reply is integers only); 0 0 0 when missing.
 
 local DECAY_ZERO = 0.01
 
-local function decay_at(s, p, now)
-  local v = s.s
-  if now > s.t0 then v = v * math.exp(-(now - s.t0) / p.window) end
-  if v < DECAY_ZERO then return 0 end
-  return v
+local function d_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local s, t = 0, 0
+  if v then s, t = sunpack('<dd', v) end
+  local m, x = math.frexp(s)
+  reply[r + 1], reply[r + 2], reply[r + 3] = m * 9007199254740992, x, t
+  if now > t then s = s * math.exp(-(now - t) / LW[l]) end
+  if s < DECAY_ZERO then s = 0 end
+  W1[i], W2[i] = s, max(now, t)
+  return fits(s, cost, LR[l]), r + 3
 end
 
-local function decay_wait(p, from, to)
-  if from <= to then return 0 end
-  return ceil_us(p.window * math.log(from / to))
+local function d_record(i, key, l, now, cost, pad)
+  local s = W1[i] + cost
+  local reset = 0
+  if s > DECAY_ZERO then reset = ceil(LW[l] * math.log(s / DECAY_ZERO)) end
+  call('SET', key, spack('<dd', s, W2[i]), 'PX', ttl_ms(reset, pad))
 end
 
-ALGOS['d'] = {
-  load = function(key, p)
-    local v = redis.call('GET', key)
-    local s = {s = 0, t0 = 0}
-    if v then
-      local sv, t0 = string.match(v, '^([^:]+):([^:]+)$')
-      if sv then s.s, s.t0 = tonumber(sv), tonumber(t0) end
-    end
-    return s
-  end,
-  eval = function(s, p, now, cost)
-    local v = decay_at(s, p, now)
-    local reset = decay_wait(p, v, DECAY_ZERO)
-    if fits(v, cost, p.rate) then return true, v, 0, reset end
-    return false, v, decay_wait(p, v, math.max(p.rate - cost, DECAY_ZERO)), reset
-  end,
-  record = function(s, p, now, cost)
-    s.s, s.t0 = decay_at(s, p, now) + cost, math.max(now, s.t0)
-    return s.s, decay_wait(p, s.s, DECAY_ZERO)
-  end,
-  save = function(key, s, p, ttl)
-    redis.call('SET', key, num(s.s) .. ':' .. num(s.t0), 'PX', ttl)
-  end,
-  -- refund subtracts the cost recorded at `at`, decayed to the state's
-  -- time: the model is linear, so this undoes the record exactly.
-  refund = function(key, p, at, cost)
-    local s = ALGOS['d'].load(key, p)
-    local back = cost
-    if s.t0 > at then back = cost * math.exp(-(s.t0 - at) / p.window) end
-    s.s = math.max(0, s.s - back)
-    local ttl = redis.call('PTTL', key)
-    if ttl > 0 then ALGOS['d'].save(key, s, p, ttl) end
-  end,
-}
+-- d_refund subtracts the cost recorded at `at`, decayed to the state's
+-- time: the model is linear, so this undoes the record exactly.
+local function d_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local s, t = sunpack('<dd', v)
+  local back = cost
+  if t > at then back = cost * math.exp(-(t - at) / LW[l]) end
+  call('SET', key, spack('<dd', max(0, s - back), t), 'KEEPTTL')
+end

@@ -1,94 +1,109 @@
--- decide.lua: decide_check, the body of one check (algo.Decide), shared by
--- check.lua (one check per call) and batch.lua (many checks per call). Not
--- a script on its own; see common.lua.
-
--- small_int tells whether x is an integer of at most 2^53 in magnitude:
--- '%d' prints it exactly as '%.17g' does (no exponent below 1e17), and
--- faster.
-local function small_int(x)
-  return x == math.floor(x) and x <= 9007199254740992 and x >= -9007199254740992
-end
-
--- compact_hit formats one hit of decide_check's compact reply: the same
--- text as string.format('%d %.17g %.17g %.17g', ...), built with '%d' for
--- the values that are small integers (retry and reset always are; used is
--- when nothing is carried over from a previous window).
-local function compact_hit(fits, used, retry, reset)
-  local f = fits and 1 or 0
-  if not (small_int(retry) and small_int(reset)) then
-    return string.format('%d %.17g %.17g %.17g', f, used, retry, reset)
-  end
-  if small_int(used) then return string.format('%d %d %d %d', f, used, retry, reset) end
-  return string.format('%d %.17g %d %d', f, used, retry, reset)
-end
-
--- decide_check(k, n, a, now, cost, id, pad, reply, compact) decides the
--- check whose
--- n hits have their keys at KEYS[k+1 .. k+n] and their five arguments each
--- (algorithm code, rate, window µs, bucket µs, shadow "1"/"0") at
--- ARGV[a+1 .. a+5n]. Every hit is evaluated; if every non-shadow hit fits
--- and cost > 0, the cost is recorded on every hit (shadow ones included)
--- and each written key gets a TTL of ceil(reset_after / 1000) + pad ms in
--- the same call. Otherwise nothing is written. It appends to reply:
--- allowed ("1"/"0"), now (µs), then six strings per hit: fits ("1"/"0"),
--- used before, retry_after (µs), reset_after before (µs), used after,
--- reset_after after (equal to the values before when nothing was
--- recorded). compact (batch.lua) appends less, for speed: allowed, then one
--- string per hit, "<fits> <used> <retry_after> <reset_after>" with the
--- values after the check when it was recorded, before otherwise. It
--- returns nil, or an error reply for an unknown algorithm (before anything
--- is written).
+-- decide.lua: decides the checks of one call, one after the other, each
+-- atomically and all or nothing (algo.Decide): the result is the same as
+-- if they had been sent one by one in this order with no other command in
+-- between. One check or many coalesced ones: the same script.
 --
--- For speed, each hit is one table built whole by its constructor (no
--- rehash as fields are added), and it is also the hit's p: it has rate,
--- window and bucket, and the algorithms read nothing else from p.
-local function decide_check(k, n, a, now, cost, id, pad, reply, compact)
-  local hits, allowed = {}, true
-  for i = 1, n do
-    local b = a + (i - 1) * 5
-    local h = {
-      key = KEYS[k + i],
-      algo = ALGOS[ARGV[b + 1]],
-      rate = tonumber(ARGV[b + 2]), window = tonumber(ARGV[b + 3]), bucket = tonumber(ARGV[b + 4]),
-      shadow = ARGV[b + 5] == '1',
-      s = false, fits = false, used = 0, retry = 0, reset = 0, used_after = 0, reset_after = 0,
-    }
-    if not h.algo then return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(ARGV[b + 1])) end
-    h.s = h.algo.load(h.key, h, now)
-    h.fits, h.used, h.retry, h.reset = h.algo.eval(h.s, h, now, cost)
-    h.used_after, h.reset_after = h.used, h.reset
-    if not h.fits and not h.shadow then allowed = false end
-    hits[i] = h
-  end
-  if allowed and cost > 0 then
-    for i = 1, n do
-      local h = hits[i]
-      h.used_after, h.reset_after = h.algo.record(h.s, h, now, cost, id)
-      h.algo.save(h.key, h.s, h, math.max(1, math.ceil(h.reset_after / 1000) + pad))
-    end
-  end
-  reply[#reply + 1] = allowed and '1' or '0'
-  if compact then
-    for i = 1, n do
-      local h = hits[i]
-      reply[#reply + 1] = compact_hit(h.fits, h.used_after, h.retry, h.reset_after)
-    end
-    return nil
-  end
-  reply[#reply + 1] = num(now)
-  for _, h in ipairs(hits) do
-    reply[#reply + 1] = h.fits and '1' or '0'
-    reply[#reply + 1] = num(h.used)
-    reply[#reply + 1] = num(h.retry)
-    reply[#reply + 1] = num(h.reset)
-    reply[#reply + 1] = num(h.used_after)
-    reply[#reply + 1] = num(h.reset_after)
-  end
-  return nil
-end
+-- KEYS: the hits' state keys, check after check (one hash slot in a
+--   Cluster).
+-- ARGV[1]: now in µs since the epoch, or "" to read the server's TIME.
+-- ARGV[2]: TTL padding in ms added to every TTL this call sets.
+-- ARGV[3]: the call's id: check j's log members end in "<id>.<j>".
+-- ARGV[4]: L, the number of distinct limits in the call; then five values
+--   per limit: algorithm code (w, b, l, d, g), rate (integer), window µs,
+--   bucket µs (the window for non-bucket algorithms), shadow ("1"/"0").
+-- Then per check: cost (integer >= 0; 0 peeks and records nothing), the
+--   number of hits n, and n limit numbers (1-based, into the list above).
+--
+-- Every hit of a check is evaluated; if every non-shadow hit fits and cost
+-- > 0, the cost is recorded on every hit (shadow ones included) and each
+-- written key gets a TTL (until its usage is zero, plus the padding) in the
+-- same call. Otherwise nothing is written. This is algo.Decide's
+-- all-or-nothing rule, copied: redisstore's TestSameAsModel holds the two
+-- together (and the Go side turns the hits into a Decision with
+-- sluice.Decision.Conclude, as every store does).
+--
+-- Reply: a flat array of integers: now (µs), then per check: allowed (1/0;
+-- -1 when the check failed, say on a key of the wrong type: it fails alone
+-- and writes nothing, and its hits' values are zeros), then per hit: fits
+-- (1/0) and the hit's state as read before the check (the snapshot each
+-- algorithm file documents). redisstore computes Used, Remaining,
+-- RetryAfter and ResetAfter from the snapshot with internal/algo, the
+-- code the memory store runs, so the script only decides and writes.
+--
+-- Complexity: per hit as its algorithm file says; no table per hit.
+
+if redis.replicate_commands then redis.replicate_commands() end
 
 -- server_now reads the Redis server's clock in µs.
 local function server_now()
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+
+local LOAD = {w = w_load, b = b_load, l = l_load, d = d_load, g = g_load}
+local RECORD = {w = w_record, b = b_record, l = l_record, d = d_record, g = g_record}
+-- SNAP is each algorithm's snapshot length (buckets': 1 + its ring).
+local SNAP = {w = 3, b = 1, l = 3, d = 3, g = 2}
+local LEN = {} -- per limit: 1 (fits) + its snapshot's length
+
+local now = tonumber(ARGV[1]) or server_now()
+local pad = tonumber(ARGV[2])
+local nl = tonumber(ARGV[4])
+for l = 1, nl do
+  local a = 4 + (l - 1) * 5
+  local code = ARGV[a + 1]
+  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
+  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
+  LN[l] = 0
+  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
+  if code == 'b' then
+    local n = LW[l] / LB[l]
+    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
+  end
+  LEN[l] = 1 + SNAP[code] + LN[l] + (code == 'b' and 1 or 0)
+end
+
+local HL, HF = {}, {}
+
+-- decide_check decides the check of n hits whose keys follow KEYS[k] and
+-- whose limit numbers follow ARGV[a], appending its part of the reply after
+-- reply[r]; it returns the new length.
+local function decide_check(k, n, a, cost, j, reply, r)
+  local r0, allowed = r + 1, true
+  r = r0
+  for i = 1, n do
+    local l = tonumber(ARGV[a + i])
+    local fr, f = r + 1, false
+    f, r = LOAD[LC[l]](i, KEYS[k + i], l, now, cost, reply, fr)
+    reply[fr] = f and 1 or 0
+    HL[i] = l
+    if not f and not LS[l] then allowed = false end
+  end
+  if allowed and cost > 0 then
+    for i = 1, n do
+      local l = HL[i]
+      RECORD[LC[l]](i, KEYS[k + i], l, now, cost, pad, j)
+    end
+  end
+  reply[r0] = allowed and 1 or 0
+  return r
+end
+
+local reply = {now}
+local r, a, k, j, na = 1, 5 + 5 * nl, 0, 0, #ARGV
+while a <= na do
+  local cost, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  j = j + 1
+  local ok, res = pcall(decide_check, k, n, a + 1, cost, j, reply, r)
+  if ok then
+    r = res
+  else
+    r = r + 1
+    reply[r] = -1
+    for i = 1, n do
+      for _ = 1, LEN[tonumber(ARGV[a + 1 + i])] do r = r + 1; reply[r] = 0 end
+    end
+  end
+  k, a = k + n, a + 2 + n
+end
+return reply

@@ -1,36 +1,66 @@
 -- gcra.lua: the generic cell rate algorithm, algo.GCRA. Emission interval
--- T = W/Rate µs, burst Rate.
--- State: one string, the theoretical arrival time TAT in µs printed with
--- '%.17g'. Used = (max(TAT, now) − now)/T. O(1).
+-- T = W/Rate µs, burst Rate. The theoretical arrival time is kept exactly,
+-- as whole µs t plus f/Rate µs (0 <= f < Rate), so the decision compares
+-- integers.
+-- State: a string of two doubles packed by struct ('<dd'): t = TAT µs, f =
+-- the fraction. O(1): GET, then SET ... PX when recorded.
+-- Snapshot replied: t, f as stored (0 0 when missing).
 
-ALGOS['g'] = {
-  load = function(key, p)
-    local v = redis.call('GET', key)
-    return {tat = tonumber(v) or 0}
-  end,
-  eval = function(s, p, now, cost)
-    local t = p.window / p.rate
-    local tat = math.max(s.tat, now)
-    local used = (tat - now) / t
-    local reset = ceil_us(tat - now)
-    if fits(used, cost, p.rate) then return true, used, 0, reset end
-    return false, used, ceil_us(tat + cost * t - p.window - now), reset
-  end,
-  record = function(s, p, now, cost)
-    local t = p.window / p.rate
-    s.tat = math.max(s.tat, now) + cost * t
-    return (s.tat - now) / t, ceil_us(s.tat - now)
-  end,
-  save = function(key, s, p, ttl)
-    redis.call('SET', key, num(s.tat), 'PX', ttl)
-  end,
-  -- refund moves TAT back by the cost's emission time; evaluations take
-  -- max(TAT, now), so a TAT moved into the past changes nothing.
-  refund = function(key, p, at, cost)
-    local s = ALGOS['g'].load(key, p)
-    if s.tat == 0 then return end
-    s.tat = s.tat - cost * (p.window / p.rate)
-    local ttl = redis.call('PTTL', key)
-    if ttl > 0 then ALGOS['g'].save(key, s, p, ttl) end
-  end,
-}
+-- muldiv returns floor(a·b/m) and a·b mod m for integers 0 <= a <= m,
+-- 0 <= b < m, m < 2^31 (algo.MulDiv): directly when a·b < 2^53, else in
+-- two steps of 16 bits of a, every product below 2^48.
+local function muldiv(a, b, m)
+  local p = a * b
+  if p < 9007199254740992 then
+    local q = floordiv(p, m)
+    return q, p - q * m
+  end
+  local ah, al = floor(a / 65536), a % 65536
+  p = ah * b
+  local q1 = floordiv(p, m)
+  p = (p - q1 * m) * 65536 + al * b
+  local q2 = floordiv(p, m)
+  return q1 * 65536 + q2, p - q2 * m
+end
+
+-- g_advance returns (q, r) + cost·W/Rate µs (algo's advance).
+local function g_advance(l, q, r, cost)
+  local rate = LR[l]
+  local dq, dr = muldiv(cost, LM[l], rate)
+  q, r = q + cost * LQ[l] + dq, r + dr
+  if r >= rate then q, r = q + 1, r - rate end
+  return q, r
+end
+
+local function g_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local tat, frac = 0, 0
+  if v then tat, frac = sunpack('<dd', v) end
+  reply[r + 1], reply[r + 2] = tat, frac
+  local q, f = now, 0
+  if tat >= now then q, f = tat, min(frac, LR[l] - 1) end
+  q, f = g_advance(l, q, f, cost)
+  W1[i], W2[i] = q, f
+  local e = now + LW[l]
+  return q < e or (q == e and f == 0), r + 2
+end
+
+local function g_record(i, key, l, now, cost, pad)
+  local q, r = W1[i], W2[i]
+  local wait = q - now
+  if r > 0 then wait = wait + 1 end
+  call('SET', key, spack('<dd', q, r), 'PX', ttl_ms(wait, pad))
+end
+
+-- g_refund moves TAT back by cost·T exactly; evaluations take max(TAT,
+-- now), so a TAT moved into the past changes nothing.
+local function g_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local q, r = sunpack('<dd', v)
+  local rate = LR[l]
+  local dq, dr = muldiv(cost, LM[l], rate)
+  q, r = q - cost * LQ[l] - dq, min(r, rate - 1) - dr
+  if r < 0 then q, r = q - 1, r + rate end
+  call('SET', key, spack('<dd', q, r), 'KEEPTTL')
+end

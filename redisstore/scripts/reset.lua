@@ -2,6 +2,6 @@
 --
 -- KEYS: the state keys to delete (one hash slot in a Cluster).
 -- ARGV: none.
--- Reply: an array with one string, the number of keys deleted. O(keys).
+-- Reply: an array of one integer, the number of keys deleted. O(keys).
 
-return {string.format('%d', redis.call('DEL', unpack(KEYS)))}
+return {redis.call('DEL', unpack(KEYS))}

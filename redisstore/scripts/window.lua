@@ -1,74 +1,58 @@
 -- window.lua: sliding-window (Cloudflare's two counters), algo.Window.
--- State: one string "<index>:<cur>:<prev>": the aligned window index i of
--- cur (window i covers [i·W, (i+1)·W) µs), the cost recorded in window i and
--- in window i−1. Used = prev·(W − elapsed)/W + cur. O(1).
+-- State: a string of three doubles packed by struct ('<ddd': no text to
+-- parse or format): i = window index, c = cost in window i, p = cost in
+-- window i−1; window i covers [i·W, (i+1)·W) µs. Used = p·(W − e)/W + c, e
+-- the µs elapsed in the window of now. O(1): GET, then SET ... PX (or
+-- KEEPTTL) when recorded.
+-- Snapshot replied: i, c, p as stored (0 0 0 when missing).
 
--- window_at mirrors algo.Window.at: a clock behind the state's window reads
--- as the start of that window.
-local function window_at(s, p, now)
-  local i = floordiv(now, p.window)
-  local e = now - i * p.window
-  if i < s.index then return s.index, s.prev, s.cur, 0 end
-  if i == s.index then return i, s.prev, s.cur, e end
-  if i == s.index + 1 then return i, s.cur, 0, e end
-  return i, 0, 0, e
-end
-
-local function window_used(prev, cur, e, w)
-  return prev * (w - e) / w + cur
-end
-
--- window_retry mirrors algo.windowRetry.
-local function window_retry(prev, cur, e, w, rate, cost)
-  local left = w - e
-  local room = rate - cur - cost
-  if prev > 0 and room >= 0 then
-    local t = left - room * w / prev
-    if t < left then return ceil_us(t) end
+-- w_load reads the state, appends its snapshot to reply after reply[r],
+-- and returns whether cost fits at now and the new length. It keeps the
+-- state rolled forward to now (algo.Window.at: a clock behind the state's
+-- window reads as the start of that window) in W1..W4, and the stored
+-- index (false when missing) in W5.
+local function w_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local idx, cur, prev = 0, 0, 0
+  W5[i] = false
+  if v then
+    idx, cur, prev = sunpack('<ddd', v)
+    W5[i] = idx
   end
-  if cur + cost <= rate then return left end
-  return left + ceil_us(w - (rate - cost) * w / cur)
+  reply[r + 1], reply[r + 2], reply[r + 3] = idx, cur, prev
+  local w = LW[l]
+  local wi = floordiv(now, w)
+  local e = now - wi * w
+  if wi < idx then wi, e = idx, 0
+  elseif wi == idx + 1 then prev, cur = cur, 0
+  elseif wi > idx + 1 then prev, cur = 0, 0 end
+  W1[i], W2[i], W3[i], W4[i] = wi, cur, prev, e
+  return fits(prev * (w - e) / w + cur, cost, LR[l]), r + 3
 end
 
-local function window_reset(prev, cur, e, w)
-  if cur > 0 then return 2 * w - e end
-  if prev > 0 then return w - e end
-  return 0
+-- w_record adds cost to the rolled state and writes it. The usage is zero
+-- once window i+1 ends, at (i+2)·W µs: the key expires then (plus the
+-- padding). Written again in the same window, it keeps that expiry
+-- (KEEPTTL, half the cost of setting one). The TTL is relative, so that a
+-- clock given by the caller need not agree with the server's.
+local function w_record(i, key, l, now, cost, pad)
+  local v = spack('<ddd', W1[i], W2[i] + cost, W3[i])
+  if W1[i] == W5[i] then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl_ms((W1[i] + 2) * LW[l] - now, pad))
+  end
 end
 
-ALGOS['w'] = {
-  load = function(key, p)
-    local v = redis.call('GET', key)
-    local s = {index = 0, cur = 0, prev = 0}
-    if v then
-      local i, c, pr = string.match(v, '^(-?%d+):(%d+):(%d+)$')
-      if i then s.index, s.cur, s.prev = tonumber(i), tonumber(c), tonumber(pr) end
-    end
-    return s
-  end,
-  eval = function(s, p, now, cost)
-    local _, prev, cur, e = window_at(s, p, now)
-    local used = window_used(prev, cur, e, p.window)
-    local reset = window_reset(prev, cur, e, p.window)
-    if fits(used, cost, p.rate) then return true, used, 0, reset end
-    return false, used, window_retry(prev, cur, e, p.window, p.rate, cost), reset
-  end,
-  record = function(s, p, now, cost)
-    local i, prev, cur, e = window_at(s, p, now)
-    s.index, s.prev, s.cur = i, prev, cur + cost
-    return window_used(s.prev, s.cur, e, p.window), window_reset(s.prev, s.cur, e, p.window)
-  end,
-  save = function(key, s, p, ttl)
-    redis.call('SET', key, string.format('%d:%d:%d', s.index, s.cur, s.prev), 'PX', ttl)
-  end,
-  -- refund takes cost back from the window of `at` if it is still kept.
-  refund = function(key, p, at, cost)
-    local s = ALGOS['w'].load(key, p)
-    local i = floordiv(at, p.window)
-    if i == s.index then s.cur = math.max(0, s.cur - cost)
-    elseif i == s.index - 1 then s.prev = math.max(0, s.prev - cost)
-    else return end
-    local ttl = redis.call('PTTL', key)
-    if ttl > 0 then ALGOS['w'].save(key, s, p, ttl) end
-  end,
-}
+-- w_refund takes cost back from the window w_record used (the state's
+-- window when `at` was behind it) if it is still kept (algo.Window.Refund).
+local function w_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local idx, cur, prev = sunpack('<ddd', v)
+  local i = max(floordiv(at, LW[l]), idx)
+  if i == idx then cur = max(0, cur - cost)
+  elseif i == idx - 1 then prev = max(0, prev - cost)
+  else return end
+  call('SET', key, spack('<ddd', idx, cur, prev), 'KEEPTTL')
+end

@@ -1,0 +1,81 @@
+package algo
+
+import "math"
+
+// Refunder is implemented by every state: Refund takes back a cost that
+// Record added at now = at, as far as the state still holds it. redisstore
+// refunds the slots of a check across Redis Cluster slots that recorded
+// although another slot denied; the scripts (the *_refund functions in
+// redisstore/scripts) do what these methods do, and the model test holds
+// them together.
+type Refunder interface {
+	Refund(p Params, at, cost int64)
+}
+
+var (
+	_ Refunder = (*Window)(nil)
+	_ Refunder = (*Buckets)(nil)
+	_ Refunder = (*Log)(nil)
+	_ Refunder = (*Decay)(nil)
+	_ Refunder = (*GCRA)(nil)
+)
+
+// Refund implements Refunder: it takes cost from the window Record used
+// (the state's window when at was behind it), never below zero.
+func (s *Window) Refund(p Params, at, cost int64) {
+	switch i := max(floorDiv(at, p.Window), s.Index); i {
+	case s.Index:
+		s.Cur = max(0, s.Cur-cost)
+	case s.Index - 1:
+		s.Prev = max(0, s.Prev-cost)
+	}
+}
+
+// Refund implements Refunder: it takes cost from the bucket Record used,
+// if the ring still holds it, never below zero.
+func (s *Buckets) Refund(p Params, at, cost int64) {
+	n := int64(len(s.Counts))
+	k := max(floorDiv(at, p.Bucket), s.Head)
+	if n == 0 || k > s.Head || k <= s.Head-n {
+		return
+	}
+	slot := floorMod(k, n)
+	s.Counts[slot] = max(0, s.Counts[slot]-cost)
+}
+
+// Refund implements Refunder: it takes cost from the newest event, where
+// Record put it, and drops the event when nothing is left of it.
+func (s *Log) Refund(p Params, at, cost int64) {
+	n := len(s.Events)
+	if n == 0 || s.Events[n-1].At < at {
+		return
+	}
+	if s.Events[n-1].Cost -= cost; s.Events[n-1].Cost <= 0 {
+		s.Events = s.Events[:n-1]
+	}
+}
+
+// Refund implements Refunder: the model is linear, so subtracting the
+// cost decayed from at to the state's time undoes the record.
+func (s *Decay) Refund(p Params, at, cost int64) {
+	back := float64(cost)
+	if s.T0 > at {
+		back *= math.Exp(-float64(s.T0-at) / float64(p.Window))
+	}
+	s.S = max(0, s.S-back)
+}
+
+// Refund implements Refunder: it moves the arrival time back by cost·T,
+// exactly. Evaluations take max(TAT, now), so a TAT moved into the past
+// changes nothing.
+func (s *GCRA) Refund(p Params, at, cost int64) {
+	if s.TAT == 0 {
+		return
+	}
+	dq, dr := MulDiv(cost, p.Window%p.Rate, p.Rate)
+	q, r := s.TAT-cost*(p.Window/p.Rate)-dq, min(s.Frac, p.Rate-1)-dr
+	if r < 0 {
+		q, r = q-1, r+p.Rate
+	}
+	s.TAT, s.Frac = q, r
+}
