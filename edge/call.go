@@ -38,11 +38,11 @@ func (g *Guard) storeCall(ctx context.Context, probe bool, c sluice.Check, d *sl
 	return g.store.Check(ctx, c, d)
 }
 
-// A call is one detached store call. It works on its own copies of the
+// A detachedCall is one detached store call. It works on its own copies of the
 // check and the decision, so one abandoned at the deadline never touches
 // the caller's. Calls are pooled; an abandoned one goes back to the pool
 // when the store finally returns.
-type call struct {
+type detachedCall struct {
 	g     *Guard
 	reset bool
 	c     sluice.Check    // Hits owned by the call
@@ -58,7 +58,7 @@ func (g *Guard) detached(ctx context.Context, c sluice.Check, d *sluice.Decision
 	if g.abandoned.Load() >= MaxAbandoned {
 		return fmt.Errorf("edge: %w: %d store calls still running past their deadline", sluice.ErrUnavailable, MaxAbandoned)
 	}
-	k := g.calls.Get().(*call)
+	k := g.calls.Get().(*detachedCall)
 	hits := k.c.Hits[:0] // the call's own storage, not the caller's
 	k.reset, k.c = reset, c
 	k.c.Hits = append(hits, c.Hits...)
@@ -77,7 +77,7 @@ func (g *Guard) detached(ctx context.Context, c sluice.Check, d *sluice.Decision
 }
 
 // finish copies the decision of a finished call to d and pools the call.
-func (g *Guard) finish(k *call, d *sluice.Decision, err error) error {
+func (g *Guard) finish(k *detachedCall, d *sluice.Decision, err error) error {
 	if err == nil && !k.reset {
 		hits := d.Hits
 		*d = k.d
@@ -89,7 +89,7 @@ func (g *Guard) finish(k *call, d *sluice.Decision, err error) error {
 
 // run makes the store call and hands its error to the waiting caller, or,
 // if the caller has gone, returns the call to the pool.
-func (k *call) run(ctx context.Context) {
+func (k *detachedCall) run(ctx context.Context) {
 	var err error
 	if k.reset {
 		err = k.g.store.Reset(ctx, k.c)

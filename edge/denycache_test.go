@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 func newDenyCache(t testing.TB, next sluice.Limiter, opts edge.DenyCacheOptions) *edge.DenyCache {
@@ -38,7 +39,7 @@ func TestDenyCacheRepeatsDenial(t *testing.T) {
 	calls := f.calls.Load()
 	clk.Advance(20 * time.Second)
 	d := mustCheck(t, dc, c)
-	if d.Allowed || d.Source != sluice.FromDenyCache || denierOf(d) != 0 {
+	if d.Allowed || d.Source != sluice.FromDenyCache || storetest.DenierOf(d) != 0 {
 		t.Fatalf("12th check: %+v, want denied from the cache by hit 0", d)
 	}
 	if got, want := d.RetryAfter(), 40*time.Second; got != want {

@@ -119,7 +119,7 @@ func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
 		fallback: opts.Fallback, name: opts.Name, log: opts.Logger,
 		logs: throttle{every: opts.LogInterval, now: opts.Now},
 	}
-	g.calls.New = func() any { return &call{g: g, done: make(chan error, 1)} }
+	g.calls.New = func() any { return &detachedCall{g: g, done: make(chan error, 1)} }
 	if g.timeout == 0 {
 		g.timeout = DefaultTimeout
 	}

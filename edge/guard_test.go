@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 var tenPerMinute = hit("k", "10r/m", sluice.Log)
@@ -51,8 +52,8 @@ func TestGuardPolicies(t *testing.T) {
 			if !d.Source.Degraded() {
 				t.Errorf("source %v is not degraded", d.Source)
 			}
-			if tt.policy != edge.PolicyLocal && denierOf(d) != -1 {
-				t.Errorf("Denier = %d, want -1 with no hit results", denierOf(d))
+			if tt.policy != edge.PolicyLocal && storetest.DenierOf(d) != -1 {
+				t.Errorf("Denier = %d, want -1 with no hit results", storetest.DenierOf(d))
 			}
 			s := g.Stats()
 			if s.Degraded() != 1 || s.StoreErrors != 1 {
@@ -72,7 +73,7 @@ func TestGuardLocalPolicyLimits(t *testing.T) {
 		}
 	}
 	d := mustCheck(t, g, check(1, tenPerMinute))
-	if d.Allowed || d.Source != sluice.FromFallback || denierOf(d) != 0 || d.Hits[0].Remaining != 0 {
+	if d.Allowed || d.Source != sluice.FromFallback || storetest.DenierOf(d) != 0 || d.Hits[0].Remaining != 0 {
 		t.Errorf("11th check: %+v, want denied by hit 0 of the fallback", d)
 	}
 	if got := g.Stats().Fallback; got != 11 {

@@ -153,22 +153,6 @@ func mustCheck(t testing.TB, l sluice.Limiter, c sluice.Check) sluice.Decision {
 	return d
 }
 
-// denierOf returns the index of the denying hit of d (a sluice.Decision or
-// a pointer to one), or -1 when there is none.
-func denierOf(d any) int {
-	var dd *sluice.Decision
-	switch d := d.(type) {
-	case sluice.Decision:
-		dd = &d
-	case *sluice.Decision:
-		dd = d
-	}
-	if i, ok := dd.Denier(); ok {
-		return i
-	}
-	return -1
-}
-
 // atomicInt is an int64 counter safe for concurrent use.
 type atomicInt struct{ atomic.Int64 }
 

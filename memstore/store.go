@@ -106,7 +106,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		s.checkOne(c, d, now)
 		return nil
 	}
-	var b batch
+	var b workset
 	n := b.prepare(s, c)
 	b.lock(s, now)
 	b.load(s, c.Group)
@@ -120,7 +120,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 }
 
 // checkOne is Check for the common single-hit case: the same steps as a
-// batch's, without a batch's MaxHits-sized arrays to zero and its shard
+// workset's, without a workset's MaxHits-sized arrays to zero and its shard
 // ordering.
 func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
 	h := c.Hits[0]
@@ -271,7 +271,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: reset: %w", err)
 	}
-	var b batch
+	var b workset
 	n := b.prepare(s, c)
 	b.lock(s, s.micros())
 	for i := range n {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -42,7 +43,7 @@ func TestCrossSlotRefund(t *testing.T) {
 			mustCheck(t, s, hit("", b, l))
 			mustCheck(t, s, hit("", b, l)) // b is full: 3
 			d := mustCheck(t, s, both)
-			if d.Allowed || denierOf(d) != 1 || !d.Hits[0].Allowed {
+			if d.Allowed || storetest.DenierOf(d) != 1 || !d.Hits[0].Allowed {
 				t.Fatalf("check denied by b: %+v", d)
 			}
 			if d.Hits[0].Used != 1 {

@@ -93,19 +93,3 @@ func clusterKeys(t *testing.T, c *redistest.Cluster, pattern string) map[string]
 
 // fixedClock is a clock for tests that do not move it.
 func fixedClock(at time.Time) func() time.Time { return func() time.Time { return at } }
-
-// denierOf returns the index of the denying hit of d (a sluice.Decision or
-// a pointer to one), or -1 when there is none.
-func denierOf(d any) int {
-	var dd *sluice.Decision
-	switch d := d.(type) {
-	case sluice.Decision:
-		dd = &d
-	case *sluice.Decision:
-		dd = d
-	}
-	if i, ok := dd.Denier(); ok {
-		return i
-	}
-	return -1
-}

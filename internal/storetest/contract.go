@@ -132,7 +132,7 @@ func testDeniedRecordsNothing(t *testing.T, f Factory) {
 			{Key: "m", Limit: limit(a, 1, time.Hour)}}, Cost: 1}
 		h.check(multi)
 		for range 5 {
-			if d := h.check(multi); d.Allowed || denierOf(d) != 1 {
+			if d := h.check(multi); d.Allowed || DenierOf(d) != 1 {
 				t.Fatalf("multi-hit check: %+v, want denied by hit 1", d)
 			}
 		}

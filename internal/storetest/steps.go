@@ -134,7 +134,7 @@ func testSeveralLimitsOneKey(t *testing.T, f Factory) {
 		for _, at := range []int{25, 26} {
 			h.at(time.Duration(at) * time.Second)
 			d := h.check(c)
-			if d.Allowed || denierOf(d) != 1 || !d.Hits[0].Allowed {
+			if d.Allowed || DenierOf(d) != 1 || !d.Hits[0].Allowed {
 				t.Fatalf("at %d s: got %+v, want denied by the hourly limit only", at, d)
 			}
 			if want := time.Hour - time.Duration(at)*time.Second; d.RetryAfter() != want {
@@ -147,7 +147,7 @@ func testSeveralLimitsOneKey(t *testing.T, f Factory) {
 		c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: limits[0]}, {Key: "k", Limit: limits[1]}}, Cost: 1}
 		h.check(c)
 		h.at(5 * time.Second)
-		if d := h.check(c); d.Allowed || denierOf(d) != 0 || d.RetryAfter() != 5*time.Second {
+		if d := h.check(c); d.Allowed || DenierOf(d) != 0 || d.RetryAfter() != 5*time.Second {
 			t.Fatalf("at 5 s: got %+v, want denied by the 5 s limit for 5 s", d)
 		}
 	})
@@ -171,8 +171,8 @@ func testSharedResource(t *testing.T, f Factory) {
 			denier   int
 		}{{"A", -1}, {"A", -1}, {"A", -1}, {"A", 1}, {"B", -1}, {"B", -1}, {"B", 0}}
 		for i, s := range steps {
-			if d := h.check(check(s.consumer)); denierOf(d) != s.denier {
-				t.Fatalf("check %d (%s): Denier %d, want %d: %+v", i, s.consumer, denierOf(d), s.denier, d)
+			if d := h.check(check(s.consumer)); DenierOf(d) != s.denier {
+				t.Fatalf("check %d (%s): Denier %d, want %d: %+v", i, s.consumer, DenierOf(d), s.denier, d)
 			}
 			if i == 3 {
 				if got := h.peek(check("A"), 0).Used; !same(got, 3) {

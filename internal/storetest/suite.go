@@ -88,8 +88,8 @@ func checkShape(t *testing.T, c sluice.Check, d *sluice.Decision) {
 	if len(d.Hits) != len(c.Hits) {
 		t.Fatalf("%d hit results for %d hits", len(d.Hits), len(c.Hits))
 	}
-	if d.Allowed != (denierOf(d) == -1) {
-		t.Fatalf("Allowed = %v with Denier = %d", d.Allowed, denierOf(d))
+	if d.Allowed != (DenierOf(d) == -1) {
+		t.Fatalf("Allowed = %v with Denier = %d", d.Allowed, DenierOf(d))
 	}
 	shadowed := false
 	for i, r := range d.Hits {
@@ -105,8 +105,8 @@ func checkShape(t *testing.T, c sluice.Check, d *sluice.Decision) {
 			t.Fatalf("hit %d denies but the check was allowed: %+v", i, d)
 		}
 	}
-	if denierOf(d) >= 0 && (d.Hits[denierOf(d)].Allowed || d.Hits[denierOf(d)].Shadow) {
-		t.Fatalf("Denier %d did not deny: %+v", denierOf(d), d.Hits[denierOf(d)])
+	if DenierOf(d) >= 0 && (d.Hits[DenierOf(d)].Allowed || d.Hits[DenierOf(d)].Shadow) {
+		t.Fatalf("Denier %d did not deny: %+v", DenierOf(d), d.Hits[DenierOf(d)])
 	}
 	if d.Shadowed != shadowed {
 		t.Fatalf("Shadowed = %v, want %v", d.Shadowed, shadowed)
@@ -157,9 +157,10 @@ func same(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*max(1, math.Abs(want))
 }
 
-// denierOf returns the index of the denying hit of d (a sluice.Decision or
-// a pointer to one), or -1 when there is none.
-func denierOf(d any) int {
+// DenierOf returns the index of the denying hit of d (a sluice.Decision or
+// a pointer to one), or -1 when there is none: Decision.Denier as one
+// comparable int, for tests.
+func DenierOf(d any) int {
 	var dd *sluice.Decision
 	switch d := d.(type) {
 	case sluice.Decision:

@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// batch is one check's working set, sized for sluice.MaxHits so that it
+// workset is one check's working set, sized for sluice.MaxHits so that it
 // lives on the stack.
-type batch struct {
+type workset struct {
 	n       int
 	zones   [sluice.MaxHits]string
 	keys    [sluice.MaxHits]string
@@ -29,7 +29,7 @@ type batch struct {
 
 // prepare fills the keys, parameters and shards of c's hits (c is valid)
 // and returns their number.
-func (b *batch) prepare(s *Store, c sluice.Check) int {
+func (b *workset) prepare(s *Store, c sluice.Check) int {
 	b.n, b.nlocked = len(c.Hits), 0
 	for i, h := range c.Hits {
 		l := h.Limit
@@ -53,10 +53,10 @@ func (b *batch) prepare(s *Store, c sluice.Check) int {
 }
 
 // key returns hit i's identity in group (the check's), built on the fly: a
-// batch is zeroed for every check, so the smaller the better. (Holding
+// A workset is zeroed for every check, so the smaller the better. (Holding
 // c.Hits or c.Group would make every caller's Hits escape: b.hits reach
 // algo.Decide's interfaces.)
-func (b *batch) key(i int, group string) stateKey {
+func (b *workset) key(i int, group string) stateKey {
 	p := &b.hits[i].Params
 	k := stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
 	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
@@ -67,7 +67,7 @@ func (b *batch) key(i int, group string) stateKey {
 
 // addShard inserts sh into the sorted distinct shards of order, unless it
 // is there already.
-func (b *batch) addShard(sh uint32) {
+func (b *workset) addShard(sh uint32) {
 	j := b.nlocked
 	for j > 0 && b.order[j-1] > sh {
 		j--
@@ -82,7 +82,7 @@ func (b *batch) addShard(sh uint32) {
 
 // lock locks the check's shards in ascending order, so that two checks
 // never wait for each other in a cycle, and lets each shard sweep a little.
-func (b *batch) lock(s *Store, now int64) {
+func (b *workset) lock(s *Store, now int64) {
 	for _, i := range b.order[:b.nlocked] {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -90,7 +90,7 @@ func (b *batch) lock(s *Store, now int64) {
 	}
 }
 
-func (b *batch) unlock(s *Store) {
+func (b *workset) unlock(s *Store) {
 	for _, i := range b.order[:b.nlocked] {
 		s.shards[i].mu.Unlock()
 	}
@@ -98,7 +98,7 @@ func (b *batch) unlock(s *Store) {
 
 // load finds each hit's state, or makes an empty one that store will keep
 // if the check records. Shards must be locked.
-func (b *batch) load(s *Store, group string) {
+func (b *workset) load(s *Store, group string) {
 	for i := range b.n {
 		k := b.key(i, group)
 		e := s.shards[b.shard[i]].find(b.hashes[i], &k)
@@ -113,7 +113,7 @@ func (b *batch) load(s *Store, group string) {
 
 // store records the new reset deadlines after an allowed check and inserts
 // the states that were new. Shards must be locked.
-func (b *batch) store(s *Store, group string, now int64) {
+func (b *workset) store(s *Store, group string, now int64) {
 	for i := range b.n {
 		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i, group), now+b.out[i].ResetAfter, now)
 	}
