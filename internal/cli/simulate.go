@@ -38,6 +38,9 @@ type simulateFlags struct {
 	plot       string
 	json       bool
 	classes    bool
+	async      sim.AsyncOptions // Processes 0: no async fleet
+	asyncEvery time.Duration
+	asyncLag   time.Duration
 	workers    int
 }
 
@@ -58,6 +61,10 @@ func parseSimulate(env Env, args []string) (simulateFlags, error) {
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON instead of a table")
 	fs.BoolVar(&f.classes, "classes", false, "also print the results by traffic class (steady under/over, bursty, background)")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines replaying sources (0: one per core)")
+	fs.IntVar(&f.async.Processes, "async-processes", 0, "with -mode enforce, also replay a fleet of this many async-mode processes (edge.Async) and report its worst window (0: none)")
+	fs.IntVar(&f.async.Share, "async-share", 0, "the fleet's edge.AsyncOptions.Processes: each process spends at most 1/share of what remained (0: the fleet's size)")
+	fs.DurationVar(&f.asyncEvery, "async-interval", 100*time.Millisecond, "the fleet's sync interval")
+	fs.DurationVar(&f.asyncLag, "async-latency", time.Millisecond, "the time from a flush to the store's answer")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -81,6 +88,18 @@ func parseSimulate(env Env, args []string) (simulateFlags, error) {
 		}
 		f.algorithms = append(f.algorithms, a)
 	}
+	switch {
+	case f.async.Processes < 0 || f.async.Share < 0:
+		return f, fmt.Errorf("-async-processes and -async-share must be >= 0")
+	case f.async.Processes > 0 && mode != "enforce":
+		return f, fmt.Errorf("-async-processes needs -mode enforce: the worst window is an enforcing figure")
+	case f.async.Processes > 0 && (f.asyncEvery < time.Microsecond || f.asyncLag < 0):
+		return f, fmt.Errorf("-async-interval must be >= 1µs and -async-latency >= 0")
+	}
+	if f.async.Share == 0 {
+		f.async.Share = f.async.Processes
+	}
+	f.async.Interval, f.async.Latency = f.asyncEvery.Microseconds(), f.asyncLag.Microseconds()
 	if !slices.Contains(sim.Profiles(), f.profile) {
 		return f, fmt.Errorf("-profile %q: want %s", f.profile, strings.Join(sim.Profiles(), " or "))
 	}
@@ -127,6 +146,14 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 	if err != nil {
 		return err
 	}
+	var fleet *sim.AsyncReport
+	if f.async.Processes > 0 {
+		r, err := sim.RunAsync(ctx, tr, p, f.async)
+		if err != nil {
+			return err
+		}
+		fleet = &r
+	}
 	elapsed := time.Since(began)
 	if f.plot != "" {
 		if err := writePlot(f.plot, tr, report, p, f.algorithms); err != nil {
@@ -134,7 +161,7 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 		}
 	}
 	if f.json {
-		return writeSimulateJSON(env, f, report, elapsed)
+		return writeSimulateJSON(env, f, report, fleet, elapsed)
 	}
 	fmt.Fprintf(env.Stdout, "%d requests from %d sources over %v, %s profile, limit %s, seed %d, %s mode, %v\n",
 		report.Requests, report.Sources, f.duration, f.profile, f.limit, f.seed, report.Mode, elapsed.Round(time.Millisecond))
@@ -148,14 +175,30 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 		fmt.Fprintln(env.Stdout, "gcra records only what it allows, as a GCRA does, and is compared with the exact count of that")
 	}
 	fmt.Fprintln(env.Stdout)
-	if err := report.WriteTable(env.Stdout); err != nil || !f.classes {
+	if err := report.WriteTable(env.Stdout); err != nil {
 		return err
+	}
+	if fleet != nil {
+		fmt.Fprintf(env.Stdout, "\nasync mode, %d processes (share %d, sync interval %v, flush latency %v) over an exact store: worst window %.3f L mean, %.3f L max over %d sources\n",
+			f.async.Processes, f.async.Share, f.asyncEvery, f.asyncLag, fleet.Mean, fleet.Max, fleet.Sources)
+	}
+	if !f.classes {
+		return nil
 	}
 	fmt.Fprintln(env.Stdout)
 	return report.WriteClassTable(env.Stdout)
 }
 
-func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, elapsed time.Duration) error {
+func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, fleet *sim.AsyncReport, elapsed time.Duration) error {
+	type async struct {
+		Processes int     `json:"processes"`
+		Share     int     `json:"share"`
+		Interval  string  `json:"sync_interval"`
+		Latency   string  `json:"flush_latency"`
+		Sources   int     `json:"sources"`
+		Mean      float64 `json:"worst_window_mean"`
+		Max       float64 `json:"worst_window_max"`
+	}
 	out := struct {
 		Seed       uint64  `json:"seed"`
 		Profile    string  `json:"profile"`
@@ -163,8 +206,12 @@ func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, elapsed tim
 		Duration   string  `json:"duration"`
 		Resolution string  `json:"resolution"`
 		Elapsed    float64 `json:"elapsed_seconds"`
+		Async      *async  `json:"async,omitempty"`
 		*sim.Report
-	}{f.seed, f.profile, f.limit.String(), f.duration.String(), f.limit.Bucket().String(), elapsed.Seconds(), report}
+	}{f.seed, f.profile, f.limit.String(), f.duration.String(), f.limit.Bucket().String(), elapsed.Seconds(), nil, report}
+	if fleet != nil {
+		out.Async = &async{f.async.Processes, f.async.Share, f.asyncEvery.String(), f.asyncLag.String(), fleet.Sources, fleet.Mean, fleet.Max}
+	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)

@@ -161,6 +161,8 @@ func TestSimulateBadInput(t *testing.T) {
 		{[]string{"simulate", "-limit", "10r/m", "-resolution", "7s"}, 2, "does not divide"},
 		{[]string{"simulate", "extra"}, 2, `"extra"`},
 		{[]string{"simulate", "-requests", "100", "-sources", "100"}, 1, "too few"},
+		{[]string{"simulate", "-async-processes", "4"}, 2, "needs -mode enforce"},
+		{[]string{"simulate", "-mode", "enforce", "-async-processes", "-1"}, 2, "must be >= 0"},
 	}
 	for _, c := range cases {
 		code, _, errOut := simMain(t, c.args...)
@@ -170,5 +172,40 @@ func TestSimulateBadInput(t *testing.T) {
 	}
 	if code, _, _ := simMain(t, "simulate", "-h"); code != 0 {
 		t.Errorf("-h: exit %d, want 0", code)
+	}
+}
+
+// TestSimulateAsync puts an async fleet's worst window beside the
+// synchronous algorithms': a fleet of 4 that shares what remains (share 4)
+// lets through more than the exact log, and less than the 2 L that every
+// estimating algorithm may reach.
+func TestSimulateAsync(t *testing.T) {
+	args := append(simTiny, "-mode", "enforce", "-algorithms", "log", "-async-processes", "4", "-json")
+	code, out, errOut := simMain(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var rep struct {
+		Async *struct {
+			Processes int     `json:"processes"`
+			Share     int     `json:"share"`
+			Sources   int     `json:"sources"`
+			Mean      float64 `json:"worst_window_mean"`
+			Max       float64 `json:"worst_window_max"`
+		} `json:"async"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	a := rep.Async
+	if a == nil || a.Processes != 4 || a.Share != 4 || a.Sources == 0 {
+		t.Fatalf("async report %+v, want 4 processes sharing 4 ways over the limited sources", a)
+	}
+	if a.Mean < 1 || a.Max < a.Mean || a.Max >= 2 {
+		t.Errorf("async worst window %.3f mean / %.3f max; want 1 <= mean <= max < 2", a.Mean, a.Max)
+	}
+	code, out, _ = simMain(t, append(simTiny, "-mode", "enforce", "-algorithms", "log", "-async-processes", "4")...)
+	if code != 0 || !strings.Contains(out, "async mode, 4 processes (share 4, sync interval 100ms") {
+		t.Errorf("table output lacks the async line:\n%s", out)
 	}
 }
