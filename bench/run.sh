@@ -4,7 +4,10 @@
 # a shared machine hits all of them alike) and summarizes the rounds with
 # cmd/benchtable: Markdown tables of the median and the range of the rounds.
 #
-#   bench/run.sh [memory|redis|all] [rounds]     default: all 5
+#   bench/run.sh [memory|redis|ab|all] [rounds]     default: all 5
+#
+# ab runs only sluice's sliding window and the minimal script, spread, so
+# many short rounds fit in a minute: the head-to-head ratio with less noise.
 #
 # Raw output, the machine description and the tables go to bench/results/
 # (or $OUT).
@@ -18,8 +21,9 @@ mkdir -p "$out"
 case $what in
   memory) pattern='^BenchmarkMemory$' ;;
   redis)  pattern='^BenchmarkRedis(Memory|Shapes)?$' ;;
+  ab)     pattern='^BenchmarkRedis$/workload=spread/limiter=(sluice-sliding-window|minimal-script)$' ;;
   all)    pattern='^Benchmark(Memory|Redis|RedisMemory|RedisShapes)$' ;;
-  *) echo "usage: $0 [memory|redis|all] [rounds]" >&2; exit 2 ;;
+  *) echo "usage: $0 [memory|redis|ab|all] [rounds]" >&2; exit 2 ;;
 esac
 
 {
