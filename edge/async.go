@@ -296,7 +296,11 @@ func (a *Async) Stats() AsyncStats {
 }
 
 // fingerprint returns the 128-bit digest of k, the slots' map key: one
-// pass over its strings.
+// pass over its strings. It covers what identifies the key's state in the
+// store (zone, key, group, algorithm, window, bucket; never the limit's
+// Name, nor the spelling of the default algorithm), so two checks that
+// share a state share one slot and one budget, plus the Rate the budget
+// is computed from and the shadow flags.
 func (a *Async) fingerprint(k *slotKey) fingerprint {
 	var h hasher
 	h.init(&a.secret)
@@ -304,10 +308,9 @@ func (a *Async) fingerprint(k *slotKey) fingerprint {
 	h.str(k.hit.Key)
 	h.str(k.group)
 	l := &k.hit.Limit
-	h.str(l.Name)
-	h.str(string(l.Algorithm))
+	h.str(string(l.Algo()))
 	h.word(uint64(l.Rate), uint64(l.Window))
-	h.word(uint64(l.Resolution), btou(l.Shadow)|btou(k.shadow)<<1)
+	h.word(uint64(l.Bucket()), btou(l.Shadow)|btou(k.shadow)<<1)
 	return h.sum()
 }
 

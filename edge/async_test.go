@@ -307,3 +307,28 @@ func TestAsyncBatchFallsBackToSingleKeys(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncOneBudgetPerState: checks that differ only in what does not
+// identify a state in the store (the limit's Name, the default algorithm
+// spelled out) share one budget, so together they admit no more than the
+// limit.
+func TestAsyncOneBudgetPerState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: time.Hour})
+		l := sluice.Limit{Rate: 10, Window: time.Minute}
+		named, spelled := l, l
+		named.Name, spelled.Algorithm = "a", sluice.SlidingWindow
+		var admitted int
+		for i := range 40 {
+			lim := []sluice.Limit{l, named, spelled}[i%3]
+			d := mustCheck(t, a, sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 1})
+			if d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != 10 {
+			t.Errorf("admitted %d over three spellings of one 10r/m state, want 10", admitted)
+		}
+	})
+}
