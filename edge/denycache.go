@@ -197,13 +197,22 @@ func (dc *DenyCache) Reset(ctx context.Context, c sluice.Check) error {
 	err := dc.next.Reset(ctx, c)
 	// After the limiter's reset, so that no denial decided before it can
 	// be stored after the purge.
+	dc.Forget(c)
+	return err
+}
+
+// Forget drops every stored denial of a check that has a hit with the zone
+// and key of one of c's hits, without resetting anything in the limiter:
+// for a reset made past the cache (through another path to the same
+// store), so that the cache does not go on denying what the store now
+// allows. Call it after that reset. Safe for concurrent use.
+func (dc *DenyCache) Forget(c sluice.Check) {
 	dc.gen.Add(1)
 	keys := make([]uint64, len(c.Hits))
 	for i, h := range c.Hits {
 		keys[i] = keyDigest(&dc.secret, h.Zone, h.Key)
 	}
 	dc.purge(keys)
-	return err
 }
 
 // hold returns how long after the store's decision a hit's denial with the

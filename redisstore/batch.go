@@ -21,6 +21,7 @@ const maxInFlight = 2
 // up.
 type pending struct {
 	call *call
+	ctx  context.Context // the caller's: a check it gave up on is not sent
 	done chan batchResult
 }
 
@@ -77,7 +78,7 @@ func (q *coalescer) close() {
 // do queues cl and waits for its reply, or for ctx.
 func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 	p := q.free.Get().(*pending)
-	p.call = cl
+	p.call, p.ctx = cl, ctx
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -95,7 +96,7 @@ func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 	}
 	select {
 	case r := <-p.done:
-		p.call = nil
+		p.call, p.ctx = nil, nil
 		q.free.Put(p)
 		return r.reply, r.err
 	case <-ctx.Done():
@@ -117,13 +118,23 @@ func (q *coalescer) work() {
 			q.mu.Unlock()
 			return
 		}
-		batch := make([]*pending, n)
-		copy(batch, q.queue)
+		batch := make([]*pending, 0, n)
+		for _, p := range q.queue[:n] {
+			// A caller that gave up while its check waited has been told
+			// so; sending the check would spend its cost anyway.
+			if err := p.ctx.Err(); err != nil {
+				p.done <- batchResult{err: err}
+				continue
+			}
+			batch = append(batch, p)
+		}
 		rest := copy(q.queue, q.queue[n:])
 		clear(q.queue[rest:])
 		q.queue = q.queue[:rest]
 		q.mu.Unlock()
-		q.runBySlot(batch)
+		if len(batch) > 0 {
+			q.runBySlot(batch)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -116,5 +117,58 @@ func TestSaturatedIsNotUnhealthy(t *testing.T) {
 			t.Fatalf("the longest check took %v: the queue was never long, the test shows nothing", longest)
 		}
 		t.Logf("the longest check waited %v, with no error", longest)
+	})
+}
+
+// keyCounter is slowScripter counting the checks (keys) it was sent.
+type keyCounter struct {
+	slowScripter
+	sent *atomic.Int64
+}
+
+func (s keyCounter) EvalSha(ctx context.Context, sha string, keys, args []string) ([]int64, error) {
+	s.sent.Add(int64(len(keys)))
+	return s.slowScripter.EvalSha(ctx, sha, keys, args)
+}
+
+func (s keyCounter) Eval(ctx context.Context, _ string, keys, args []string) ([]int64, error) {
+	return s.EvalSha(ctx, "", keys, args)
+}
+
+// TestAbandonedChecksAreNotSent: checks whose callers gave up while they
+// waited in the queue are answered with the callers' error and never
+// sent, so a Redis behind its load does not spend its time recording cost
+// for requests that have already failed.
+func TestAbandonedChecksAreNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent atomic.Int64
+		s, err := redisstore.NewWithScripter(keyCounter{sent: &sent}, redisstore.Options{MaxBatch: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for i := range 400 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				var d sluice.Decision
+				if err := s.Check(ctx, hit("", fmt.Sprint("k", i), tenPerMinute), &d); err != nil {
+					failed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait()
+		s.Close()
+		if failed.Load() == 0 {
+			t.Fatal("no caller gave up: the test shows nothing")
+		}
+		// Two calls of 8 in flight every 30 ms: about 64 checks in the
+		// 100 ms the callers wait, and those already sent.
+		if n := sent.Load(); n > 100 {
+			t.Errorf("%d checks sent for %d callers that waited, %d of which gave up; want only those sent before their callers left", n, 400, failed.Load())
+		}
 	})
 }

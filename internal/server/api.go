@@ -204,6 +204,9 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = z.limiter.Reset(r.Context(), b.c)
 	}
+	if err == nil {
+		s.backend.forget(b.c)
+	}
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

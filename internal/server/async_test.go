@@ -115,3 +115,30 @@ zones:
 		}
 	}
 }
+
+// TestResetForgetsEveryDenyCache: a rule over two zones checks through its
+// policy's deny cache; a reset of the async zone goes past that cache
+// (through the zone's Async and Guard), and must still make the cache
+// forget the denial, or it would deny what the store now allows.
+func TestResetForgetsEveryDenyCache(t *testing.T) {
+	r := redistest.Standalone(t)
+	ts := start(t, parseConfig(t, `
+store: {url: "`+r.URL()+`", timeout: 100ms}
+listeners: [{addr: "127.0.0.1:0"}]
+zones:
+  - {name: a, limits: 2r/h, key: "header:X-User", mode: async, sync_interval: 1m}
+  - {name: b, limits: 100r/h, key: "header:X-User"}
+`), Options{})
+	user := map[string]string{"X-User": "u"}
+	for i, want := range []int{http.StatusNoContent, http.StatusNoContent, http.StatusForbidden, http.StatusForbidden} {
+		if resp, raw := get(t, ts.api+"/v1/auth?zone=a&zone=b", user); resp.StatusCode != want {
+			t.Fatalf("auth %d: %d, want %d (%s)", i, resp.StatusCode, want, raw)
+		}
+	}
+	if resp, raw := post(t, ts.api+"/v1/reset", `{"zone":"a","key":"u"}`); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("reset: %d (%s)", resp.StatusCode, raw)
+	}
+	if resp, raw := get(t, ts.api+"/v1/auth?zone=a&zone=b", user); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("auth after the reset of zone a: %d, want 204: a deny cache still repeats the old denial (%s)", resp.StatusCode, raw)
+	}
+}

@@ -137,6 +137,18 @@ const asyncCloseTimeout = 5 * time.Second
 // policies uses the strictest.
 var strictness = map[config.FailurePolicy]int{config.FailOpen: 0, config.FailLocal: 1, config.FailClosed: 2}
 
+// forget drops the denials of c's keys from every policy's deny cache,
+// after a reset: a rule over zones of several policies checks through the
+// strictest policy's cache, and an async zone resets past its cache, so the
+// zone's own chain alone would leave a denial another cache still repeats.
+func (b *backend) forget(c sluice.Check) {
+	for _, p := range b.policies {
+		if p.cache != nil {
+			p.cache.Forget(c)
+		}
+	}
+}
+
 func (b *backend) limiter(policies ...config.FailurePolicy) sluice.Limiter {
 	strictest := config.FailOpen
 	for _, p := range policies {
