@@ -281,6 +281,12 @@ func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
+	if err != nil && s.dead {
+		// The key was reset or swept while its cost was in flight: what it
+		// owed is forgotten with it, not owed by anyone.
+		a.pending.Add(-t.p)
+		return
+	}
 	if err != nil {
 		if t.p > 0 {
 			s.pending += t.p
@@ -415,7 +421,7 @@ func (a *Async) Close(ctx context.Context) error {
 		a.closed.Store(true)
 		// Checks that saw the limiter open finish first: their cost is in
 		// the queue before the last rounds.
-		for a.active.Load() > 0 {
+		for a.active.Load() > 0 && ctx.Err() == nil {
 			time.Sleep(100 * time.Microsecond) // a check may wait on the store
 		}
 		a.closeCtx = ctx
