@@ -192,6 +192,7 @@ func (a *Async) enqueue(s *slot) {
 // Reset implements sluice.Limiter: it forgets c's keys here, their pending
 // cost included (a reset forgets usage), then resets them in the store.
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
+	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
 		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
 		fp := a.fingerprint(&k)
@@ -199,10 +200,24 @@ func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 		sh.mu.Lock()
 		if s := sh.m[fp]; s != nil {
 			a.remove(sh, s)
+			removed = append(removed, s)
 		}
 		sh.mu.Unlock()
 	}
+	// A flush already on its way records after a reset sent now: wait for
+	// it (it is bounded by the flush timeout), so the reset forgets it too.
+	for _, s := range removed {
+		for ctx.Err() == nil && s.isFlushing() {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 	return a.next.Reset(ctx, c)
+}
+
+func (s *slot) isFlushing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushing
 }
 
 // remove deletes s from sh, whose lock is held, and marks it dead so that a
