@@ -145,10 +145,12 @@ func (m *model) check(c sluice.Check, now int64) (d sluice.Decision, refunded bo
 			recordedIn = append(recordedIn, k)
 		}
 	}
+	recordedAt := map[string]int64{}
 	for _, k := range recordedIn {
 		cl := calls[k]
 		for j, i := range cl.hits {
 			r := &evals[i]
+			recordedAt[cl.keys[j]] = algo.RecordedAt(m.states[cl.keys[j]], cl.specs[j].params(), now)
 			used, reset := m.states[cl.keys[j]].Record(cl.specs[j].params(), now, c.Cost)
 			if allowed {
 				r.Used, r.ResetAfter = used, reset
@@ -159,7 +161,7 @@ func (m *model) check(c sluice.Check, now int64) (d sluice.Decision, refunded bo
 		for _, k := range recordedIn {
 			cl := calls[k]
 			for j := range cl.hits {
-				m.states[cl.keys[j]].(algo.Refunder).Refund(cl.specs[j].params(), now, c.Cost)
+				m.states[cl.keys[j]].(algo.Refunder).Refund(cl.specs[j].params(), recordedAt[cl.keys[j]], c.Cost)
 			}
 			refunded = true
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 // toRefund returns the calls that recorded the cost although the check as
@@ -40,9 +41,13 @@ func (s *Store) refund(ctx context.Context, c sluice.Check, calls []call, replie
 	for _, k := range which {
 		cl := calls[k]
 		args := []string{strconv.FormatInt(replies[k].now, 10), strconv.FormatInt(c.Cost, 10), replies[k].id}
-		for _, sp := range cl.specs {
+		for j, sp := range cl.specs {
+			at := replies[k].now // where decide.lua recorded, for every state but these
+			if sp.code == 'w' || sp.code == 'b' {
+				at = algo.RecordedAt(snapshotState(sp.code, replies[k].hits[j].snap), sp.params(), at)
+			}
 			args = append(args, string(sp.code), strconv.FormatInt(sp.rate, 10),
-				strconv.FormatInt(sp.window, 10), strconv.FormatInt(sp.bucket, 10))
+				strconv.FormatInt(sp.window, 10), strconv.FormatInt(sp.bucket, 10), strconv.FormatInt(at, 10))
 		}
 		if _, err := run(ctx, s.sc, s.scripts.refund, cl.keys, args); err != nil {
 			s.log.Warn("redisstore: refund failed; the cost stays recorded until the keys expire",

@@ -3,7 +3,11 @@ package algo
 import "math"
 
 // Refunder is implemented by every state: Refund takes back a cost that
-// Record added at now = at, as far as the state still holds it. redisstore
+// Record added, as far as the state still holds it. at is RecordedAt of
+// the state as it was before that Record: the instant whose window (or
+// bucket) the cost went into, which a clock behind the state moves
+// forward, and which later records (other checks moving the state into
+// a newer window) no longer tell. redisstore
 // refunds the slots of a check across Redis Cluster slots that recorded
 // although another slot denied; the scripts (the *_refund functions in
 // redisstore/scripts) do what these methods do, and the model test holds
@@ -20,10 +24,26 @@ var (
 	_ Refunder = (*GCRA)(nil)
 )
 
-// Refund implements Refunder: it takes cost from the window Record used
-// (the state's window when at was behind it), never below zero.
+// RecordedAt returns the instant a Record at now puts its cost at, for
+// Refund: now, or for a sliding window or buckets whose state is ahead of
+// now (a clock behind), the start of the state's window or newest bucket,
+// where Record puts it. st is the state before the Record.
+func RecordedAt(st State, p Params, now int64) int64 {
+	switch s := st.(type) {
+	case *Window:
+		return max(now, s.Index*p.Window)
+	case *Buckets:
+		if len(s.Counts) > 0 {
+			return max(now, s.Head*p.Bucket)
+		}
+	}
+	return now
+}
+
+// Refund implements Refunder: it takes cost from the window of at (see
+// RecordedAt) while the state still keeps it, never below zero.
 func (s *Window) Refund(p Params, at, cost int64) {
-	switch i := max(floorDiv(at, p.Window), s.Index); i {
+	switch i := floorDiv(at, p.Window); i {
 	case s.Index:
 		s.Cur = max(0, s.Cur-cost)
 	case s.Index - 1:
@@ -31,11 +51,11 @@ func (s *Window) Refund(p Params, at, cost int64) {
 	}
 }
 
-// Refund implements Refunder: it takes cost from the bucket Record used,
-// if the ring still holds it, never below zero.
+// Refund implements Refunder: it takes cost from the bucket of at (see
+// RecordedAt), if the ring still holds it, never below zero.
 func (s *Buckets) Refund(p Params, at, cost int64) {
 	n := int64(len(s.Counts))
-	k := max(floorDiv(at, p.Bucket), s.Head)
+	k := floorDiv(at, p.Bucket)
 	if n == 0 || k > s.Head || k <= s.Head-n {
 		return
 	}

@@ -69,7 +69,7 @@ local function b_refund(key, l, at, cost)
   local ring = {sunpack(LF[l], v)}
   local head = table.remove(ring, 1)
   ring[n + 2] = nil
-  local k = max(floordiv(at, LB[l]), head)
+  local k = floordiv(at, LB[l])
   if k > head or k <= head - n - 1 then return end
   local slot = floormod(k, n + 1) + 1
   ring[slot] = max(0, ring[slot] - cost)

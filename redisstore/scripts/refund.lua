@@ -5,8 +5,10 @@
 -- ARGV[1]: the time decide.lua recorded at (its reply's now), µs.
 -- ARGV[2]: the cost recorded, an integer > 0.
 -- ARGV[3]: the check's log member id, "<call id>.<j>" as decide.lua made it.
--- ARGV[4 + 4(i−1) ...]: hit i's algorithm code, rate, window (µs) and
---   bucket (µs): four values per hit.
+-- ARGV[4 + 5(i−1) ...]: hit i's algorithm code, rate, window (µs), bucket
+--   (µs), and the instant its record put the cost at (algo.RecordedAt of
+--   the state decide.lua read: later than ARGV[1] when the state was ahead
+--   of the clock), µs: five values per hit.
 --
 -- Each algorithm removes what the record added, as far as the state still
 -- holds it: the window or bucket counter of that time if still kept (never
@@ -22,12 +24,14 @@ if redis.replicate_commands then redis.replicate_commands() end
 local REFUND = {w = w_refund, b = b_refund, l = l_refund, d = d_refund, g = g_refund}
 local at, cost, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 for i = 1, #KEYS do
-  local a = 3 + (i - 1) * 4
+  local a = 3 + (i - 1) * 5
   local code = ARGV[a + 1]
   if not REFUND[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. tostring(code)) end
   LC[i], LR[i], LW[i], LB[i] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if code == 'g' then LQ[i], LM[i] = floordiv(LW[i], LR[i]), floormod(LW[i], LR[i]) end
   if code == 'b' then LN[i] = LW[i] / LB[i]; LF[i] = '<' .. string.rep('d', LN[i] + 2) end
-  REFUND[code](KEYS[i], i, at, cost, id)
+  local rat = tonumber(ARGV[a + 5])
+  if code ~= 'w' and code ~= 'b' then rat = at end
+  REFUND[code](KEYS[i], i, rat, cost, id)
 end
 return {#KEYS}

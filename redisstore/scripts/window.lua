@@ -50,7 +50,7 @@ local function w_refund(key, l, at, cost)
   local v = call('GET', key)
   if not v then return end
   local idx, cur, prev = sunpack('<ddd', v)
-  local i = max(floordiv(at, LW[l]), idx)
+  local i = floordiv(at, LW[l])
   if i == idx then cur = max(0, cur - cost)
   elseif i == idx - 1 then prev = max(0, prev - cost)
   else return end
