@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"testing"
 )
 
@@ -58,16 +57,7 @@ proxy:
 		}
 	}
 	send(-1)
-	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	for i := range requests {
-		send(i)
-	}
-	client.CloseIdleConnections()
-	runtime.GC()
-	runtime.ReadMemStats(&m1)
-	held := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+	held := heapGrowth(requests, send)
 	t.Logf("%d proxied uploads with %d-byte pool and session: heap grew by %d bytes", requests, partLen, held)
 	if bound := int64(maxKeys*256 + slack); held > bound {
 		t.Errorf("heap grew by %d bytes, want <= %d (max_keys × 256 + %d)", held, bound, slack)
