@@ -8,22 +8,23 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // spec is a hit's limit as decide.lua reads it. Hits of one script call
 // with equal specs share one entry of the call's limit list.
 type spec struct {
-	code                 byte // algoCode
+	code                 byte // ident.Algo.Code
 	rate, window, bucket int64
 	shadow               bool
 }
 
-func specOf(h sluice.Hit, shadow bool) spec {
-	l := h.Limit
+// specOf returns the spec of a hit whose state is st.
+func specOf(h sluice.Hit, st ident.State, shadow bool) spec {
 	return spec{
-		code: algoCode[l.Algo()][0], rate: l.Rate,
-		window: l.Window.Microseconds(), bucket: l.Bucket().Microseconds(),
-		shadow: shadow || l.Shadow,
+		code: st.Limit.Code, rate: h.Limit.Rate,
+		window: st.Limit.Window, bucket: st.Limit.Bucket,
+		shadow: shadow || h.Limit.Shadow,
 	}
 }
 
