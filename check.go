@@ -19,6 +19,15 @@ var (
 	// ErrUnavailable marks a store that could not be reached or did not
 	// answer in time. The failure policy decides what happens next.
 	ErrUnavailable = errors.New("sluice: store unavailable")
+	// ErrBadState marks a check that failed on the stored state of one of
+	// its keys: the store answered, but what it holds there is not state
+	// sluice wrote, such as a key of another type under a Redis store's
+	// prefix. It applies to that check alone: the store is healthy and
+	// other keys' checks go on, so it does not wrap ErrUnavailable, and
+	// failure policies and breakers (package edge) do not count it. The
+	// same check fails again until the key expires or is deleted (Reset
+	// deletes it).
+	ErrBadState = errors.New("sluice: bad stored state")
 )
 
 // MaxHits is the largest number of hits in one Check.

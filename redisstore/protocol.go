@@ -104,8 +104,10 @@ type checkReply struct {
 	hits    []hitReply
 }
 
-// errCheckFailed is a check that failed inside the script, alone.
-var errCheckFailed = fmt.Errorf("the script failed on this check's keys (a key of the wrong type under the prefix?)")
+// errCheckFailed is a check that failed inside the script, alone: the
+// script's pcall caught an error on its keys, such as WRONGTYPE on a key
+// of another type under the prefix.
+var errCheckFailed = fmt.Errorf("%w: the script failed on this check's keys (a key of another type under the prefix?)", sluice.ErrBadState)
 
 // decoder walks decide.lua's reply, check by check: the one function that
 // checks and decodes it. Any deviation is an error, never a guess.
