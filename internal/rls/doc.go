@@ -50,9 +50,11 @@
 //     it carries current_limit but no limit_remaining.
 //   - share_threshold (on a wildcard descriptor) makes every value the
 //     wildcard matches count on one counter. detailed_metric and
-//     value_to_metric put the request's value in the rule label of the
-//     metrics, as the README describes. quota_mode, which the README does
-//     not describe, is refused.
+//     value_to_metric put the digest of the request's value
+//     (internal/keyname) in the rule label of the metrics where the README
+//     puts the value, for at most MaxMetricValues labels; past it a
+//     descriptor is counted under its rule's configured path.
+//     quota_mode, which the README does not describe, is refused.
 //   - A descriptor's limit override (RateLimitDescriptor.limit) is used
 //     whatever the rules say, as in envoyproxy/ratelimit, with the units
 //     SECOND to DAY and unit_multiplier; MONTH and YEAR are refused.

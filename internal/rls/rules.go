@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // Rules is a validated set of domains, read by LoadDir or Parse. It is
@@ -134,9 +135,12 @@ type match struct {
 	// key identifies the counter: the entries' keys and values (for a
 	// share_threshold wildcard, the wildcard in place of the value).
 	key string
-	// metric is the rule's metric path, with the request's values where
-	// detailed_metric asks for them.
+	// metric is the rule's metric path, with the digests of the request's
+	// values where detailed_metric or value_to_metric asks for them.
 	metric string
+	// detailed is whether metric holds a request value's digest: such
+	// labels are bounded by MaxMetricValues.
+	detailed bool
 }
 
 // match finds the limit for a descriptor's entries the way
@@ -147,6 +151,7 @@ type match struct {
 func (d *Domain) match(entries []entry) (match, bool) {
 	lv := &d.root
 	var key, metric strings.Builder
+	detailed := false
 	for i, e := range entries {
 		r := lv.exact[e.key+"_"+e.value]
 		if r == nil {
@@ -172,7 +177,11 @@ func (d *Domain) match(entries []entry) (match, bool) {
 			metric.WriteByte('.')
 		}
 		metric.WriteString(e.key)
-		if v := r.metricValue(e.value); v != "" {
+		if v, runtime := r.metricValue(e.value); runtime {
+			metric.WriteByte('_')
+			metric.WriteString(keyname.Of(v))
+			detailed = true
+		} else if v != "" {
 			metric.WriteByte('_')
 			metric.WriteString(v)
 		}
@@ -180,7 +189,7 @@ func (d *Domain) match(entries []entry) (match, bool) {
 			if r.limit == nil {
 				return match{}, false
 			}
-			return match{rule: r, key: key.String(), metric: metric.String()}, true
+			return match{rule: r, key: key.String(), metric: metric.String(), detailed: detailed}, true
 		}
 		if len(r.children.exact) == 0 && len(r.children.wildcards) == 0 {
 			return match{}, false
@@ -192,17 +201,19 @@ func (d *Domain) match(entries []entry) (match, bool) {
 
 // metricValue is the value part of the rule's metric path for a request
 // value, as envoyproxy/ratelimit describes detailed_metric,
-// value_to_metric and share_threshold: the runtime value when either flag
-// asks for it, the configured value otherwise; values that share a
-// threshold always show the wildcard (such as "api/*"), as its code does.
-func (r *rule) metricValue(runtime string) string {
+// value_to_metric and share_threshold: the runtime value (fromRequest
+// true; the caller writes its digest) when either flag asks for it, the
+// configured value otherwise; values that share a threshold always show
+// the wildcard (such as "api/*"), as its code does.
+func (r *rule) metricValue(runtime string) (v string, fromRequest bool) {
 	switch {
-	case r.shareThreshold:
-		return r.value
-	case r.detailedMetric, r.valueToMetric && (r.value == "" || r.wildcard):
-		return runtime
+	case r.shareThreshold, r.value != "" && !r.wildcard:
+		// A shared wildcard, or an exact value: the configured one.
+		return r.value, false
+	case r.detailedMetric, r.valueToMetric:
+		return runtime, true
 	}
-	return r.value
+	return r.value, false
 }
 
 // entriesKey is the counter key of a descriptor's entries, values as sent.

@@ -260,7 +260,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			continue
 		case unlimited:
 			st.LimitRemaining = math.MaxUint32
-			s.metrics.descriptor(dom.Name, dd.m.metric, "unlimited")
+			s.metrics.descriptor(dom.Name, &dd.m, "unlimited")
 			continue
 		}
 		st.CurrentLimit = dd.lim.current
@@ -292,7 +292,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			result = "over_limit"
 			over(st)
 		}
-		s.metrics.descriptor(dom.Name, dd.m.metric, result)
+		s.metrics.descriptor(dom.Name, &dd.m, result)
 	}
 	if s.opts.ResponseHeaders && dom != nil {
 		resp.ResponseHeadersToAdd = headers(c, d, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
