@@ -64,6 +64,9 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	if f.checkConfig {
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+		}
 		return checkRLSConfig(env, cfg)
 	}
 	return serve(ctx, env, f, cfg)

@@ -115,6 +115,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
 	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
+	s.warn(cfg)
 	store := opts.Store
 	if store == nil {
 		var err error
@@ -280,4 +281,12 @@ func checkAdmin(cfg *config.Config) error {
 		return fmt.Errorf("server: admin.token_file %q was not read; load the configuration with config.Load", cfg.Admin.TokenFile)
 	}
 	return nil
+}
+
+// warn logs what cfg leaves open (config.Config.Warnings), such as an
+// unprotected /v1/reset.
+func (s *Server) warn(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		s.log.Warn(w)
+	}
 }
