@@ -28,6 +28,7 @@ type metrics struct {
 	descriptors *prometheus.CounterVec
 	degradedVec *prometheus.CounterVec
 	overflow    *prometheus.CounterVec
+	oversized   *prometheus.CounterVec
 
 	// mu guards detailed, the rule labels with request values so far
 	// (domain, NUL, label).
@@ -53,12 +54,16 @@ func newMetrics() *metrics {
 			Name: "sluice_rls_metric_values_overflow_total",
 			Help: "Descriptors counted under their rule's configured path, without their value's digest, because detailed_metric and value_to_metric labels had reached their bound (rls.MaxMetricValues), by domain.",
 		}, []string{"domain"}),
+		oversized: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rls_oversized_requests_total",
+			Help: "ShouldRateLimit requests with more than rls.MaxLimitedDescriptors descriptors with a limit, answered OVER_LIMIT without the store, by domain.",
+		}, []string{"domain"}),
 		detailed: map[string]struct{}{},
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.descriptors), r.Register(m.degradedVec), r.Register(m.overflow))
+	return errors.Join(r.Register(m.requests), r.Register(m.descriptors), r.Register(m.degradedVec), r.Register(m.overflow), r.Register(m.oversized))
 }
 
 func (m *metrics) request(d *Domain, resp *pb.RateLimitResponse, err error) {

@@ -120,13 +120,24 @@ type limit struct {
 	current *pb.RateLimitResponse_RateLimit
 }
 
-// units are the rate_limit units envoyproxy/ratelimit's README lists.
+// units are the rate_limit units envoyproxy/ratelimit accepts: its
+// README lists second to day, its protos and code week, month and year.
 var units = map[string]time.Duration{
 	"second": time.Second,
 	"minute": time.Minute,
 	"hour":   time.Hour,
-	"day":    24 * time.Hour,
+	"day":    day,
+	// Fixed lengths, as envoyproxy/ratelimit's code reads them
+	// (utils.UnitToDivider), not calendar weeks, months or years.
+	"week":  7 * day,
+	"month": 30 * day,
+	"year":  365 * day,
 }
+
+const day = 24 * time.Hour
+
+// unitNames lists the units for messages.
+const unitNames = "second, minute, hour, day, week, month or year"
 
 // match is the rule a request descriptor selects, and the key of its
 // counter.
@@ -233,7 +244,7 @@ func entriesKey(entries []entry) string {
 func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries []entry) (*limit, error) {
 	unit, ok := overrideUnits[o.GetUnit()]
 	if !ok {
-		return nil, fmt.Errorf("limit override unit %v is not supported (want SECOND, MINUTE, HOUR or DAY)", o.GetUnit())
+		return nil, fmt.Errorf("limit override unit %v is not supported (want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR)", o.GetUnit())
 	}
 	mult := uint32(1)
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
@@ -258,7 +269,8 @@ func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries
 	return l, nil
 }
 
-// overrideUnits are the units of a limit override that sluice supports.
+// overrideUnits are the units of a limit override (the protos' type.v3
+// RateLimitUnit has no WEEK), with the lengths of the rule files' units.
 var overrideUnits = map[typev3.RateLimitUnit]struct {
 	d    time.Duration
 	name pb.RateLimitResponse_RateLimit_Unit
@@ -266,7 +278,9 @@ var overrideUnits = map[typev3.RateLimitUnit]struct {
 	typev3.RateLimitUnit_SECOND: {time.Second, pb.RateLimitResponse_RateLimit_SECOND},
 	typev3.RateLimitUnit_MINUTE: {time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
 	typev3.RateLimitUnit_HOUR:   {time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
-	typev3.RateLimitUnit_DAY:    {24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
+	typev3.RateLimitUnit_DAY:    {day, pb.RateLimitResponse_RateLimit_DAY},
+	typev3.RateLimitUnit_MONTH:  {units["month"], pb.RateLimitResponse_RateLimit_MONTH},
+	typev3.RateLimitUnit_YEAR:   {units["year"], pb.RateLimitResponse_RateLimit_YEAR},
 }
 
 // appendEntry writes one entry to a counter key, length-prefixed so that
