@@ -151,20 +151,44 @@ func (s *Server) Listen() error {
 	}
 	var lc net.ListenConfig
 	for _, cfg := range s.running.Listeners {
+		srv, err := s.serverFor(cfg)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("server: listener (%s) on %s: tls: %w", cfg.Serve, cfg.Addr, err)
+		}
 		ln, err := lc.Listen(context.Background(), "tcp", cfg.Addr)
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("server: listen (%s) on %s: %w", cfg.Serve, cfg.Addr, err)
 		}
-		var srv serving
-		if cfg.Serve == config.GRPC {
-			srv = s.grpcServer(cfg)
-		} else {
-			srv = s.httpServer(cfg)
-		}
 		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: srv})
 	}
 	return nil
+}
+
+// serverFor returns the server of a listener: gRPC or HTTP, over TLS when
+// the listener has a tls section.
+func (s *Server) serverFor(cfg config.Listener) (serving, error) {
+	var certs *certReloader
+	if cfg.TLS != nil {
+		protos := []string{"h2", "http/1.1"}
+		if cfg.Serve == config.GRPC {
+			protos = []string{"h2"}
+		}
+		var err error
+		if certs, err = newCertReloader(*cfg.TLS, protos, s.log); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Serve == config.GRPC {
+		return s.grpcServer(cfg, certs), nil
+	}
+	h := s.httpServer(cfg)
+	if certs == nil {
+		return h, nil
+	}
+	h.TLSConfig = certs.config()
+	return httpsServer{h}, nil
 }
 
 func (s *Server) closeListeners() {
@@ -179,7 +203,7 @@ func (s *Server) closeListeners() {
 func (s *Server) Addrs() []Addr {
 	out := make([]Addr, len(s.listeners))
 	for i, l := range s.listeners {
-		out[i] = Addr{Role: l.cfg.Serve, Addr: l.ln.Addr().String()}
+		out[i] = Addr{Role: l.cfg.Serve, Addr: l.ln.Addr().String(), TLS: l.cfg.TLS != nil}
 	}
 	return out
 }
@@ -190,6 +214,8 @@ type Addr struct {
 	// Addr is host:port, with the port chosen by the system when the
 	// configuration asked for port 0.
 	Addr string
+	// TLS is whether the listener serves TLS.
+	TLS bool
 }
 
 func (s *Server) httpServer(cfg config.Listener) *http.Server {
