@@ -129,6 +129,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s.backend = b
 	s.metrics.reg.MustRegister(edgeCollector{b})
+	if store.Metrics != nil {
+		if err := s.metrics.reg.Register(store.Metrics); err != nil {
+			return nil, fmt.Errorf("server: store metrics: %w", err)
+		}
+	}
 	st, err := s.compile(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
