@@ -54,7 +54,8 @@
 //     (internal/keyname) in the rule label of the metrics where the README
 //     puts the value, for at most MaxMetricValues labels; past it a
 //     descriptor is counted under its rule's configured path.
-//     quota_mode, which the README does not describe, is refused.
+//     quota_mode is refused: its violations are reported only in
+//     dynamic metadata, which sluice does not send.
 //   - A descriptor's limit override (RateLimitDescriptor.limit) is used
 //     whatever the rules say, as in envoyproxy/ratelimit, with every unit
 //     and unit_multiplier. is_negative_hits is ignored.

@@ -246,7 +246,7 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 		"share_threshold": func(v *yaml.Node, path string) { r.shareThreshold = p.boolean(v, path) },
 		"value_to_metric": func(v *yaml.Node, path string) { r.valueToMetric = p.boolean(v, path) },
 		"quota_mode": func(v *yaml.Node, path string) {
-			p.add(v, path, "quota_mode is not supported by sluice")
+			p.add(v, path, "quota_mode is not supported by sluice: its violations are reported only in dynamic metadata, which sluice does not send (use shadow_mode for a limit that is counted but never denies)")
 		},
 	})
 	if n.Kind != yaml.MappingNode {
