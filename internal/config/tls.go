@@ -26,6 +26,11 @@ type TLS struct {
 	// them signed (mutual TLS). Default: none, clients are not asked for a
 	// certificate.
 	ClientCAFile string
+	// ClientDNSName, when set, is a DNS name every client certificate
+	// must carry (a DNS subject alternative name, wildcards as in server
+	// names), as envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN. Needs
+	// ClientCAFile. Default: none, any certificate the client CAs signed.
+	ClientDNSName string
 }
 
 // Load reads and checks the files: the key pair, and the client CA bundle
@@ -52,12 +57,16 @@ func (t *TLS) Load() (tls.Certificate, *x509.CertPool, error) {
 func (w *walker) tls(n *yaml.Node, path string) *TLS {
 	t := &TLS{}
 	w.fields(n, path, map[string]func(*yaml.Node, string){
-		"cert_file":      func(v *yaml.Node, p string) { t.CertFile = w.str(v, p) },
-		"key_file":       func(v *yaml.Node, p string) { t.KeyFile = w.str(v, p) },
-		"client_ca_file": func(v *yaml.Node, p string) { t.ClientCAFile = w.str(v, p) },
+		"cert_file":       func(v *yaml.Node, p string) { t.CertFile = w.str(v, p) },
+		"key_file":        func(v *yaml.Node, p string) { t.KeyFile = w.str(v, p) },
+		"client_ca_file":  func(v *yaml.Node, p string) { t.ClientCAFile = w.str(v, p) },
+		"client_dns_name": func(v *yaml.Node, p string) { t.ClientDNSName = w.str(v, p) },
 	})
 	if !w.failed(path) && (t.CertFile == "" || t.KeyFile == "") {
 		w.add(w.line(path), path, "needs both cert_file and key_file")
+	}
+	if t.ClientDNSName != "" && t.ClientCAFile == "" {
+		w.add(w.line(path+".client_dns_name"), path+".client_dns_name", "needs client_ca_file: without it no client certificate is asked for")
 	}
 	return t
 }

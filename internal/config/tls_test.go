@@ -17,6 +17,10 @@ func TestListenerTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown field "ca"`) {
 		t.Errorf("tls with an unknown field: %v", err)
 	}
+	_, err = Parse("s.yaml", []byte(zone+"listeners: [{addr: '127.0.0.1:0', tls: {cert_file: a.crt, key_file: a.key, client_dns_name: envoy}}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "client_dns_name: needs client_ca_file") {
+		t.Errorf("client_dns_name without client_ca_file: %v", err)
+	}
 	// Load checks the files, relative to the file's directory, as
 	// --check-config must.
 	dir := t.TempDir()

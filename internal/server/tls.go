@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -77,6 +78,15 @@ func (r *certReloader) load() error {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: r.nextProtos, Certificates: []tls.Certificate{cert}}
 	if pool != nil {
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	if name := r.files.ClientDNSName; name != "" {
+		// After the chain is verified: the leaf must also name the client.
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no client certificate")
+			}
+			return cs.PeerCertificates[0].VerifyHostname(name)
+		}
 	}
 	r.cfg = cfg
 	return nil

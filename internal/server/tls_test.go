@@ -65,7 +65,7 @@ func newCA(t *testing.T, name string) *testCA {
 
 // issue signs a leaf certificate for 127.0.0.1 (server) or a client,
 // returning its serial and PEM certificate and key.
-func (ca *testCA) issue(t *testing.T, client bool) (serial int64, certPEM, keyPEM []byte) {
+func (ca *testCA) issue(t *testing.T, client bool, dnsNames ...string) (serial int64, certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -82,7 +82,7 @@ func (ca *testCA) issue(t *testing.T, client bool) (serial int64, certPEM, keyPE
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
 	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
+		tmpl.ExtKeyUsage, tmpl.IPAddresses, tmpl.DNSNames = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, dnsNames
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -200,11 +200,11 @@ func TestTLSGRPCListenerMutualTLS(t *testing.T) {
 
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(serverCA.pem)
-	health := func(ca *testCA) error {
+	health := func(ca *testCA, dnsNames ...string) error {
 		t.Helper()
 		tc := &tls.Config{RootCAs: roots}
 		if ca != nil {
-			_, c, k := ca.issue(t, true)
+			_, c, k := ca.issue(t, true, dnsNames...)
 			pair, err := tls.X509KeyPair(c, k)
 			if err != nil {
 				t.Fatal(err)
@@ -246,5 +246,43 @@ func TestTLSGRPCListenerMutualTLS(t *testing.T) {
 	}
 	if err := health(clientCA); err == nil {
 		t.Error("after the CA bundle changed, a certificate of the old CA: served, want refused")
+	}
+}
+
+// TestTLSClientDNSName: with client_dns_name (envoyproxy/ratelimit's
+// GRPC_CLIENT_TLS_SAN), a client certificate the CA signed must also carry
+// that DNS name.
+func TestTLSClientDNSName(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, clientCA := newCA(t, "server CA"), newCA(t, "client CA")
+	_, cert, key := serverCA.issue(t, false)
+	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key, "clients.pem": clientCA.pem} {
+		os.WriteFile(filepath.Join(dir, name), data, 0o600)
+	}
+	path := filepath.Join(dir, "sluice.yaml")
+	os.WriteFile(path, []byte("listeners: [{addr: '127.0.0.1:0', tls: {cert_file: tls.crt, key_file: tls.key, client_ca_file: clients.pem, client_dns_name: envoy.mesh.internal}}]\nzones: [{name: a, limits: 1r/s}]\n"), 0o600)
+	ts := start(t, loadConfig(t, path), Options{})
+	addr := addrOf(t, ts, config.API)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(serverCA.pem)
+	get := func(dnsNames ...string) error {
+		t.Helper()
+		_, c, k := clientCA.issue(t, true, dnsNames...)
+		pair, err := tls.X509KeyPair(c, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}}}}
+		resp, err := hc.Get("https://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get("envoy.mesh.internal"); err != nil {
+		t.Errorf("client certificate for envoy.mesh.internal: %v", err)
+	}
+	if err := get("other.mesh.internal"); err == nil {
+		t.Error("client certificate for another name: served, want refused")
 	}
 }
