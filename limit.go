@@ -288,13 +288,21 @@ func parsePeriod(p string) (time.Duration, error) {
 	return d, nil
 }
 
+// formatPeriod is the period part of a limit's spec form: a unit alone for
+// exactly one unit ("s", "m", "h", "d"), whole days as "7d", otherwise a
+// duration without zero trailing units ("1h30m").
 func formatPeriod(w time.Duration) string {
-	for unit, d := range map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour} {
-		if w == d {
-			return unit
-		}
-	}
 	const day = 24 * time.Hour
+	switch w {
+	case time.Second:
+		return "s"
+	case time.Minute:
+		return "m"
+	case time.Hour:
+		return "h"
+	case day:
+		return "d"
+	}
 	if w > 0 && w%day == 0 {
 		return strconv.FormatInt(int64(w/day), 10) + "d"
 	}

@@ -64,6 +64,9 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	if f.checkConfig {
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+		}
 		return checkRLSConfig(env, cfg)
 	}
 	return serve(ctx, env, f, cfg)
@@ -153,11 +156,7 @@ func reloadOnSIGHUP(srv *server.Server) (stop func()) {
 // endpoint there) and the first zone.
 func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 	for _, a := range addrs {
-		scheme := "http://"
-		if a.Role == config.GRPC {
-			scheme = "grpc://"
-		}
-		fmt.Fprintf(w, "sluice: serving %s on %s%s\n", a.Role, scheme, a.Addr)
+		fmt.Fprintf(w, "sluice: serving %s on %s%s\n", a.Role, scheme(a), a.Addr)
 	}
 	role := config.API
 	adminCheck := cfg.Admin.IsAdmin(config.EndpointCheck)
@@ -168,13 +167,26 @@ func printBanner(w io.Writer, cfg *config.Config, addrs []server.Addr) {
 		if a.Role != role || len(cfg.Zones) == 0 {
 			continue
 		}
-		base := "http://" + dialable(a.Addr)
+		base := scheme(a) + dialable(a.Addr)
 		zone := cfg.Zones[0]
 		fmt.Fprintf(w, "\nTry it (zone %q allows %s per key):\n\n", zone.Name, limitsText(zone))
 		fmt.Fprintf(w, "  %s\n\n", curlLine(base, zone.Name, adminCheck && cfg.Admin.Token != ""))
 		fmt.Fprintf(w, "Run it %d times: the last answer is 429 with Retry-After. Metrics: %s/metrics\n", zone.Limits[0].Rate+1, base)
 		return
 	}
+}
+
+// scheme is the URL scheme of a listener in the banner.
+func scheme(a server.Addr) string {
+	switch {
+	case a.Role == config.GRPC && a.TLS:
+		return "grpcs://"
+	case a.Role == config.GRPC:
+		return "grpc://"
+	case a.TLS:
+		return "https://"
+	}
+	return "http://"
 }
 
 // curlLine is a shell command that checks the key "alice" in zone, with

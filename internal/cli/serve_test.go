@@ -152,6 +152,7 @@ func TestServeCheckConfig(t *testing.T) {
 		stderr string
 	}{
 		{"default", nil, nil, 0, "default configuration: valid: memory store, 1 zone(s)", ""},
+		{"open reset", nil, nil, 0, "warning: POST /v1/reset is open to every client of the api listeners", ""},
 		{"good file", nil, []string{"-config", good}, 0, "good.yaml: valid: memory store, 1 zone(s), 1 listener(s)", ""},
 		{"bad file", nil, []string{"-config", bad}, 1, "", `bad.yaml:3: zones[0].limits[0]: limit "100r/w"`},
 		{"file from env", map[string]string{"SLUICE_CONFIG": bad}, nil, 1, "", "bad.yaml:3:"},
@@ -266,5 +267,22 @@ func TestCheckConfigFindsWhatServeRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckConfigResetWarning: --check-config says when POST /v1/reset is
+// open to every API client, and is silent once a token protects it.
+func TestCheckConfigResetWarning(t *testing.T) {
+	for _, tt := range []struct {
+		vars map[string]string
+		warn bool
+	}{{nil, true}, {map[string]string{"SLUICE_ADMIN_TOKEN": "0123456789abcdef0123456789abcdef"}, false}} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(t.Context(), []string{"serve", "-check-config"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(tt.vars)}); code != 0 {
+			t.Fatalf("exit code %d; stderr:\n%s", code, &stderr)
+		}
+		if got := strings.Contains(stdout.String(), "warning: POST /v1/reset is open"); got != tt.warn {
+			t.Errorf("token %v: warning printed: %v, want %v; stdout:\n%s", tt.vars != nil, got, tt.warn, &stdout)
+		}
 	}
 }

@@ -196,6 +196,10 @@ type Listener struct {
 	// MaxBodyBytes bounds request bodies; larger ones get 413. Default:
 	// 1 MiB for api, 10 MiB for proxy.
 	MaxBodyBytes int64
+	// TLS, when set, makes the listener serve TLS (HTTPS, or gRPC over
+	// TLS), with client certificates when it names client CAs. Default:
+	// nil, plain TCP.
+	TLS *TLS
 }
 
 // Listener defaults.

@@ -18,8 +18,9 @@ import (
 // MaxFileSize is the largest configuration Parse accepts, in bytes.
 const MaxFileSize = 4 << 20
 
-// Load reads and parses the file at path, and reads the admin token from
-// admin.token_file (a relative name is relative to the directory of path).
+// Load reads and parses the file at path, reads the admin token from
+// admin.token_file and checks that the listeners' TLS files load (a
+// relative name is relative to the directory of path).
 // Problems name the path as given.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -30,6 +31,9 @@ func Load(path string) (*Config, error) {
 	c := w.parse(data)
 	if c != nil && c.Admin.TokenFile != "" {
 		w.readToken(&c.Admin, filepath.Dir(path))
+	}
+	if c != nil {
+		w.loadTLS(c, filepath.Dir(path))
 	}
 	if err := w.err(); err != nil {
 		return nil, err
@@ -206,6 +210,7 @@ func (w *walker) listener(n *yaml.Node, path string, l *Listener) {
 		"write_timeout":       func(v *yaml.Node, p string) { l.WriteTimeout = w.duration(v, p) },
 		"idle_timeout":        func(v *yaml.Node, p string) { l.IdleTimeout = w.duration(v, p) },
 		"max_body_bytes":      func(v *yaml.Node, p string) { l.MaxBodyBytes = w.positive(v, p) },
+		"tls":                 func(v *yaml.Node, p string) { l.TLS = w.tls(v, p) },
 	})
 }
 

@@ -37,7 +37,8 @@ func (w *walker) rls(n *yaml.Node, path string, r *RLS) {
 }
 
 // validateRLS adds the default grpc listener when a rule directory is set
-// and no listener serves grpc, and refuses a grpc listener without one. It
+// and no listener serves grpc (unless a listener already has its address:
+// then that is the problem), and refuses a grpc listener without one. It
 // runs before validateListeners, which fills the listeners' defaults.
 func (w *walker) validateRLS(c *Config) {
 	grpc := slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Serve == GRPC })
@@ -45,6 +46,14 @@ func (w *walker) validateRLS(c *Config) {
 	case c.RLS.ConfigDir != "" && !grpc:
 		if len(c.Listeners) == 0 {
 			c.Listeners = []Listener{{Addr: DefaultAddr, Serve: API}}
+		}
+		if i := slices.IndexFunc(c.Listeners, func(l Listener) bool { return l.Addr == DefaultGRPCAddr }); i >= 0 {
+			// Named here: the added listener is in no file, so "also the
+			// address of" it would name a listeners[n] the user never wrote.
+			p := index("listeners", i) + ".addr"
+			w.add(w.line(p), p, "%q is also the address of the grpc listener that rls.config_dir adds by default; "+
+				"move this listener, or add a listener with serve: grpc on another address (or set --grpc-listen)", DefaultGRPCAddr)
+			return
 		}
 		c.Listeners = append(c.Listeners, Listener{Addr: DefaultGRPCAddr, Serve: GRPC})
 	case c.RLS.ConfigDir == "" && grpc:

@@ -35,3 +35,22 @@ func TestRLSSection(t *testing.T) {
 		t.Errorf("overrides: %+v %+v", c.RLS, c.Listeners)
 	}
 }
+
+// TestImplicitGRPCListenerCollision: docs/server.md's admin listener on
+// 127.0.0.1:8081 and rls.config_dir without a grpc listener. The problem
+// must name the listener the user wrote and the implicit grpc listener,
+// not a listeners[2] that is in no file.
+func TestImplicitGRPCListenerCollision(t *testing.T) {
+	_, err := Parse("s.yaml", []byte("listeners:\n  - {addr: 127.0.0.1:8080, serve: api}\n  - {addr: 127.0.0.1:8081, serve: admin}\nrls: {config_dir: /d}\n"))
+	if err == nil {
+		t.Fatal("admin listener on the implicit grpc address: no error")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "listeners[2]") || !strings.Contains(msg, "listeners[1].addr") || !strings.Contains(msg, "grpc listener") || !strings.Contains(msg, "rls.config_dir") {
+		t.Errorf("error %q: want it to name listeners[1].addr and the grpc listener rls.config_dir adds, not listeners[2]", msg)
+	}
+	// A grpc listener of one's own, elsewhere, is the fix.
+	if _, err := Parse("s.yaml", []byte("listeners:\n  - {addr: 127.0.0.1:8081, serve: admin}\n  - {addr: 127.0.0.1:9081, serve: grpc}\nrls: {config_dir: /d}\n")); err != nil {
+		t.Errorf("with a grpc listener of its own: %v", err)
+	}
+}

@@ -50,14 +50,24 @@
 //     it carries current_limit but no limit_remaining.
 //   - share_threshold (on a wildcard descriptor) makes every value the
 //     wildcard matches count on one counter. detailed_metric and
-//     value_to_metric put the request's value in the rule label of the
-//     metrics, as the README describes. quota_mode, which the README does
-//     not describe, is refused.
+//     value_to_metric put the digest of the request's value
+//     (internal/keyname) in the rule label of the metrics where the README
+//     puts the value, for at most MaxMetricValues labels; past it a
+//     descriptor is counted under its rule's configured path.
+//     quota_mode is refused: its violations are reported only in
+//     dynamic metadata, which sluice does not send.
 //   - A descriptor's limit override (RateLimitDescriptor.limit) is used
-//     whatever the rules say, as in envoyproxy/ratelimit, with the units
-//     SECOND to DAY and unit_multiplier; MONTH and YEAR are refused.
-//     is_negative_hits is ignored.
-//   - The units are those the README lists: second, minute, hour, day.
+//     whatever the rules say, as in envoyproxy/ratelimit, with every unit
+//     and unit_multiplier. is_negative_hits is ignored.
+//   - The units are second, minute, hour, day and, as envoyproxy/ratelimit
+//     reads them (utils.UnitToDivider), week, month and year as fixed 7,
+//     30 and 365 days: sliding windows of those lengths.
+//   - Any number of descriptors with a limit up to MaxLimitedDescriptors:
+//     more than sluice.MaxHits are decided as several checks (checkAll),
+//     all or nothing unless usage changes between its peek and its
+//     checks. Past MaxLimitedDescriptors the request is OVER_LIMIT without
+//     the store, never an error that Envoy's default failure_mode_deny:
+//     false would let through.
 //   - Options.Shadow (rls.shadow_mode) is envoyproxy/ratelimit's global
 //     SHADOW_MODE: every check is a shadow check, answered OK.
 //

@@ -23,9 +23,9 @@ type GRPCServer struct {
 }
 
 // NewGRPCServer returns a gRPC server of s. maxRecv bounds the size of a
-// request message in bytes; zero means gRPC's default (4 MiB).
-func (s *Service) NewGRPCServer(maxRecv int) *GRPCServer {
-	var opts []grpc.ServerOption
+// request message in bytes; zero means gRPC's default (4 MiB). opts are
+// added to the server's options, such as its transport credentials (TLS).
+func (s *Service) NewGRPCServer(maxRecv int, opts ...grpc.ServerOption) *GRPCServer {
 	if maxRecv > 0 {
 		opts = append(opts, grpc.MaxRecvMsgSize(maxRecv))
 	}

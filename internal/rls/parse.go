@@ -246,7 +246,7 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 		"share_threshold": func(v *yaml.Node, path string) { r.shareThreshold = p.boolean(v, path) },
 		"value_to_metric": func(v *yaml.Node, path string) { r.valueToMetric = p.boolean(v, path) },
 		"quota_mode": func(v *yaml.Node, path string) {
-			p.add(v, path, "quota_mode is not supported by sluice")
+			p.add(v, path, "quota_mode is not supported by sluice: its violations are reported only in dynamic metadata, which sluice does not send (use shadow_mode for a limit that is counted but never denies)")
 		},
 	})
 	if n.Kind != yaml.MappingNode {
@@ -316,9 +316,9 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 	window, ok := units[l.unit]
 	switch {
 	case unitNode == nil:
-		p.add(n, path+".unit", "missing unit (want second, minute, hour or day)")
+		p.add(n, path+".unit", "missing unit (want "+unitNames+")")
 	case !ok:
-		p.add(unitNode, path+".unit", "unknown unit %q (want second, minute, hour or day)", l.unit)
+		p.add(unitNode, path+".unit", "unknown unit %q (want "+unitNames+")", l.unit)
 	}
 	l.sl = sluice.Limit{Name: l.name, Rate: int64(l.perUnit), Window: window, Algorithm: algo, Shadow: shadow}
 	l.current = &pb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.perUnit, Unit: pbUnits[l.unit]}
@@ -334,6 +334,8 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 var pbUnits = map[string]pb.RateLimitResponse_RateLimit_Unit{
 	"second": pb.RateLimitResponse_RateLimit_SECOND, "minute": pb.RateLimitResponse_RateLimit_MINUTE,
 	"hour": pb.RateLimitResponse_RateLimit_HOUR, "day": pb.RateLimitResponse_RateLimit_DAY,
+	"week": pb.RateLimitResponse_RateLimit_WEEK, "month": pb.RateLimitResponse_RateLimit_MONTH,
+	"year": pb.RateLimitResponse_RateLimit_YEAR,
 }
 
 // fields walks a mapping, calling the function registered for each key.

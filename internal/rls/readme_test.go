@@ -6,6 +6,8 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // The configuration examples of envoyproxy/ratelimit's README, each with
@@ -298,8 +300,9 @@ descriptors:
 		}
 	}
 	// "The metrics keys will be ... key1_unspecified_value,
-	// key1_unspecified_value2, key1_value1"
-	for _, key := range []string{"key1_unspecified_value", "key1_unspecified_value2", "key1_value1"} {
+	// key1_unspecified_value2, key1_value1": sluice writes the digest of a
+	// value the request chose (keyname.Of), never the value itself.
+	for _, key := range []string{"key1_" + keyname.Of("unspecified_value"), "key1_" + keyname.Of("unspecified_value2"), "key1_value1"} {
 		r.wantMetric(`sluice_rls_descriptors_total{domain="example8",result="ok",rule="` + key + `"}`)
 	}
 }
@@ -371,10 +374,12 @@ descriptors:
 	r.ask("example10", desc("route", "web", "http_method", "POST", "subject_id", "456"))
 	r.ask("example10_wildcard", desc("user", "alice", "action", "readfile", "resource", "documents"))
 	// "Metric key: example10.route_api.http_method_GET.subject_id" and so
-	// on; sluice puts the domain in its own label.
-	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_api.http_method_GET.subject_id"} 1`)
-	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_web.http_method_POST.subject_id"} 1`)
-	r.wantMetric(`sluice_rls_descriptors_total{domain="example10_wildcard",result="ok",rule="user_alice.action_readfile.resource"} 1`)
+	// on; sluice puts the domain in its own label and the digests of the
+	// request's values (keyname.Of) in place of the values.
+	d := keyname.Of
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_` + d("api") + `.http_method_` + d("GET") + `.subject_id"} 1`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10",result="ok",rule="route_` + d("web") + `.http_method_` + d("POST") + `.subject_id"} 1`)
+	r.wantMetric(`sluice_rls_descriptors_total{domain="example10_wildcard",result="ok",rule="user_` + d("alice") + `.action_` + d("readfile") + `.resource"} 1`)
 }
 
 func TestReadmeExample11(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // Rules is a validated set of domains, read by LoadDir or Parse. It is
@@ -119,13 +120,24 @@ type limit struct {
 	current *pb.RateLimitResponse_RateLimit
 }
 
-// units are the rate_limit units envoyproxy/ratelimit's README lists.
+// units are the rate_limit units envoyproxy/ratelimit accepts: its
+// README lists second to day, its protos and code week, month and year.
 var units = map[string]time.Duration{
 	"second": time.Second,
 	"minute": time.Minute,
 	"hour":   time.Hour,
-	"day":    24 * time.Hour,
+	"day":    day,
+	// Fixed lengths, as envoyproxy/ratelimit's code reads them
+	// (utils.UnitToDivider), not calendar weeks, months or years.
+	"week":  7 * day,
+	"month": 30 * day,
+	"year":  365 * day,
 }
+
+const day = 24 * time.Hour
+
+// unitNames lists the units for messages.
+const unitNames = "second, minute, hour, day, week, month or year"
 
 // match is the rule a request descriptor selects, and the key of its
 // counter.
@@ -134,9 +146,12 @@ type match struct {
 	// key identifies the counter: the entries' keys and values (for a
 	// share_threshold wildcard, the wildcard in place of the value).
 	key string
-	// metric is the rule's metric path, with the request's values where
-	// detailed_metric asks for them.
+	// metric is the rule's metric path, with the digests of the request's
+	// values where detailed_metric or value_to_metric asks for them.
 	metric string
+	// detailed is whether metric holds a request value's digest: such
+	// labels are bounded by MaxMetricValues.
+	detailed bool
 }
 
 // match finds the limit for a descriptor's entries the way
@@ -147,6 +162,7 @@ type match struct {
 func (d *Domain) match(entries []entry) (match, bool) {
 	lv := &d.root
 	var key, metric strings.Builder
+	detailed := false
 	for i, e := range entries {
 		r := lv.exact[e.key+"_"+e.value]
 		if r == nil {
@@ -172,7 +188,11 @@ func (d *Domain) match(entries []entry) (match, bool) {
 			metric.WriteByte('.')
 		}
 		metric.WriteString(e.key)
-		if v := r.metricValue(e.value); v != "" {
+		if v, runtime := r.metricValue(e.value); runtime {
+			metric.WriteByte('_')
+			metric.WriteString(keyname.Of(v))
+			detailed = true
+		} else if v != "" {
 			metric.WriteByte('_')
 			metric.WriteString(v)
 		}
@@ -180,7 +200,7 @@ func (d *Domain) match(entries []entry) (match, bool) {
 			if r.limit == nil {
 				return match{}, false
 			}
-			return match{rule: r, key: key.String(), metric: metric.String()}, true
+			return match{rule: r, key: key.String(), metric: metric.String(), detailed: detailed}, true
 		}
 		if len(r.children.exact) == 0 && len(r.children.wildcards) == 0 {
 			return match{}, false
@@ -192,17 +212,19 @@ func (d *Domain) match(entries []entry) (match, bool) {
 
 // metricValue is the value part of the rule's metric path for a request
 // value, as envoyproxy/ratelimit describes detailed_metric,
-// value_to_metric and share_threshold: the runtime value when either flag
-// asks for it, the configured value otherwise; values that share a
-// threshold always show the wildcard (such as "api/*"), as its code does.
-func (r *rule) metricValue(runtime string) string {
+// value_to_metric and share_threshold: the runtime value (fromRequest
+// true; the caller writes its digest) when either flag asks for it, the
+// configured value otherwise; values that share a threshold always show
+// the wildcard (such as "api/*"), as its code does.
+func (r *rule) metricValue(runtime string) (v string, fromRequest bool) {
 	switch {
-	case r.shareThreshold:
-		return r.value
-	case r.detailedMetric, r.valueToMetric && (r.value == "" || r.wildcard):
-		return runtime
+	case r.shareThreshold, r.value != "" && !r.wildcard:
+		// A shared wildcard, or an exact value: the configured one.
+		return r.value, false
+	case r.detailedMetric, r.valueToMetric:
+		return runtime, true
 	}
-	return r.value
+	return r.value, false
 }
 
 // entriesKey is the counter key of a descriptor's entries, values as sent.
@@ -222,7 +244,7 @@ func entriesKey(entries []entry) string {
 func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries []entry) (*limit, error) {
 	unit, ok := overrideUnits[o.GetUnit()]
 	if !ok {
-		return nil, fmt.Errorf("limit override unit %v is not supported (want SECOND, MINUTE, HOUR or DAY)", o.GetUnit())
+		return nil, fmt.Errorf("limit override unit %v is not supported (want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR)", o.GetUnit())
 	}
 	mult := uint32(1)
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
@@ -247,7 +269,8 @@ func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries
 	return l, nil
 }
 
-// overrideUnits are the units of a limit override that sluice supports.
+// overrideUnits are the units of a limit override (the protos' type.v3
+// RateLimitUnit has no WEEK), with the lengths of the rule files' units.
 var overrideUnits = map[typev3.RateLimitUnit]struct {
 	d    time.Duration
 	name pb.RateLimitResponse_RateLimit_Unit
@@ -255,7 +278,9 @@ var overrideUnits = map[typev3.RateLimitUnit]struct {
 	typev3.RateLimitUnit_SECOND: {time.Second, pb.RateLimitResponse_RateLimit_SECOND},
 	typev3.RateLimitUnit_MINUTE: {time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
 	typev3.RateLimitUnit_HOUR:   {time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
-	typev3.RateLimitUnit_DAY:    {24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
+	typev3.RateLimitUnit_DAY:    {day, pb.RateLimitResponse_RateLimit_DAY},
+	typev3.RateLimitUnit_MONTH:  {units["month"], pb.RateLimitResponse_RateLimit_MONTH},
+	typev3.RateLimitUnit_YEAR:   {units["year"], pb.RateLimitResponse_RateLimit_YEAR},
 }
 
 // appendEntry writes one entry to a counter key, length-prefixed so that

@@ -50,6 +50,9 @@ type Service struct {
 	log     *slog.Logger
 	rules   atomic.Pointer[Rules]
 	metrics *metrics
+	// oversizedLogged is when an oversized request was last logged, in
+	// Unix nanoseconds.
+	oversizedLogged atomic.Int64
 }
 
 // New returns a Service that serves rules.
@@ -121,13 +124,16 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if err := dom.plan(req, descs); err != nil {
 		return nil, dom, err
 	}
+	if n := limited(descs); n > MaxLimitedDescriptors {
+		return s.oversized(dom, descs, n), dom, nil
+	}
 	c, blocked, err := dom.check(descs, s.opts.Shadow)
 	if err != nil {
 		return nil, dom, err
 	}
 	var d sluice.Decision
 	if len(c.Hits) > 0 {
-		err := s.opts.Limiter(dom.Failure).Check(ctx, c, &d)
+		err := checkAll(ctx, s.opts.Limiter(dom.Failure), c, &d)
 		switch {
 		case errors.Is(err, sluice.ErrInvalid):
 			return nil, dom, status.Error(codes.InvalidArgument, err.Error())
@@ -201,8 +207,43 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 	return nil
 }
 
-// check builds the one sluice check of the descriptors in the checked
-// state. A non-shadow impossible descriptor blocks the request: the check
+// limited counts the descriptors with a limit to check.
+func limited(descs []descriptor) int {
+	n := 0
+	for i := range descs {
+		if s := descs[i].state; s == checked || s == impossible {
+			n++
+		}
+	}
+	return n
+}
+
+// oversized answers a request with more than MaxLimitedDescriptors
+// descriptors with a limit without asking the store: each of them is
+// OVER_LIMIT (shadow rules and rls.shadow_mode excepted), so that the
+// request is denied rather than failed, which Envoy's default
+// failure_mode_deny: false would let through unlimited. It is counted in
+// sluice_rls_oversized_requests_total and logged.
+func (s *Service) oversized(dom *Domain, descs []descriptor, n int) *pb.RateLimitResponse {
+	s.metrics.oversized.WithLabelValues(dom.Name).Inc()
+	if now := time.Now().UnixNano(); now-s.oversizedLogged.Load() >= int64(oversizedLogInterval) {
+		s.oversizedLogged.Store(now)
+		s.log.Warn("request with too many limited descriptors answered OVER_LIMIT", "domain", dom.Name, "descriptors", n, "max", MaxLimitedDescriptors)
+	}
+	for i := range descs {
+		if descs[i].state == checked {
+			descs[i].state = impossible
+		}
+	}
+	return s.respond(dom, descs, sluice.Check{}, &sluice.Decision{}, true)
+}
+
+// oversizedLogInterval is the least time between two log lines about
+// oversized requests.
+const oversizedLogInterval = 10 * time.Second
+
+// check builds the sluice check of the descriptors in the checked state
+// (any number of hits: checkAll splits it). A non-shadow impossible descriptor blocks the request: the check
 // becomes a peek (cost 0), so that the others report their state and
 // nothing is recorded. Descriptors that select the same counter (the same
 // state: internal/ident) share a hit, under the stricter of their limits.
@@ -232,9 +273,6 @@ func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked
 			}
 		}
 		if dd.hit < 0 {
-			if len(c.Hits) == sluice.MaxHits {
-				return c, false, status.Errorf(codes.InvalidArgument, "more than %d descriptors with a limit in one request", sluice.MaxHits)
-			}
 			dd.hit = len(c.Hits)
 			c.Hits = append(c.Hits, hit)
 		}
@@ -287,7 +325,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			continue
 		case unlimited:
 			st.LimitRemaining = math.MaxUint32
-			s.metrics.descriptor(dom.Name, dd.m.metric, "unlimited")
+			s.metrics.descriptor(dom.Name, &dd.m, "unlimited")
 			continue
 		}
 		st.CurrentLimit = dd.lim.current
@@ -319,7 +357,7 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			result = "over_limit"
 			over(st)
 		}
-		s.metrics.descriptor(dom.Name, dd.m.metric, result)
+		s.metrics.descriptor(dom.Name, &dd.m, result)
 	}
 	if s.opts.ResponseHeaders && dom != nil {
 		resp.ResponseHeadersToAdd = headers(c, d, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)

@@ -293,10 +293,16 @@ func TestLimitOverride(t *testing.T) {
 		t.Errorf("current_limit %v, want the override", l)
 	}
 	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="over_limit",rule="override:route"}`)
+	// YEAR is 365 days, as envoyproxy/ratelimit reads it.
+	year := desc("route", "x")
+	year.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_YEAR}
+	if l := r.ask("api", year).Statuses[0].CurrentLimit; l.GetUnit() != pb.RateLimitResponse_RateLimit_YEAR {
+		t.Errorf("a YEAR override: current_limit %v, want YEAR", l)
+	}
 	bad := desc("route", "x")
-	bad.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_YEAR}
+	bad.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_UNKNOWN}
 	if _, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api", Descriptors: []*pbDesc{bad}}); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("a YEAR override: err %v, want InvalidArgument", err)
+		t.Errorf("an UNKNOWN override unit: err %v, want InvalidArgument", err)
 	}
 }
 

@@ -143,7 +143,7 @@ var (
 )
 
 func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries, descMemKeys, descMemEvictions,
+	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries,
 		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
 		ch <- d
 	}
@@ -175,11 +175,6 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 
 func (e edgeCollector) Collect(ch chan<- prometheus.Metric) {
 	e.collectAsync(ch)
-	if st := e.b.store.Stats; st != nil {
-		s := st()
-		ch <- prometheus.MustNewConstMetric(descMemKeys, prometheus.GaugeValue, float64(s.Keys))
-		ch <- prometheus.MustNewConstMetric(descMemEvictions, prometheus.CounterValue, float64(s.Evictions))
-	}
 	if e.b.breaker == nil {
 		return
 	}

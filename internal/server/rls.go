@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -40,9 +43,15 @@ func (s *Server) openRLS(cfg *config.Config) error {
 	return nil
 }
 
-// grpcServer is the server of a grpc listener.
-func (s *Server) grpcServer(cfg config.Listener) serving {
-	return s.rls.NewGRPCServer(int(min(cfg.MaxBodyBytes, 1<<30)))
+// grpcServer is the server of a grpc listener, over TLS with certs when
+// not nil. The TLS handshake must end within the listener's
+// read_header_timeout.
+func (s *Server) grpcServer(cfg config.Listener, certs *certReloader) serving {
+	var opts []grpc.ServerOption
+	if certs != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.config())), grpc.ConnectionTimeout(cfg.ReadHeaderTimeout))
+	}
+	return s.rls.NewGRPCServer(int(min(cfg.MaxBodyBytes, 1<<30)), opts...)
 }
 
 // ReloadRLS reads the rule directory again and, if every file is valid,

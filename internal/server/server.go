@@ -115,6 +115,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
 	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
+	s.warn(cfg)
 	store := opts.Store
 	if store == nil {
 		var err error
@@ -128,6 +129,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s.backend = b
 	s.metrics.reg.MustRegister(edgeCollector{b})
+	if store.Metrics != nil {
+		if err := s.metrics.reg.Register(store.Metrics); err != nil {
+			return nil, fmt.Errorf("server: store metrics: %w", err)
+		}
+	}
 	st, err := s.compile(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -150,20 +156,44 @@ func (s *Server) Listen() error {
 	}
 	var lc net.ListenConfig
 	for _, cfg := range s.running.Listeners {
+		srv, err := s.serverFor(cfg)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("server: listener (%s) on %s: tls: %w", cfg.Serve, cfg.Addr, err)
+		}
 		ln, err := lc.Listen(context.Background(), "tcp", cfg.Addr)
 		if err != nil {
 			s.closeListeners()
 			return fmt.Errorf("server: listen (%s) on %s: %w", cfg.Serve, cfg.Addr, err)
 		}
-		var srv serving
-		if cfg.Serve == config.GRPC {
-			srv = s.grpcServer(cfg)
-		} else {
-			srv = s.httpServer(cfg)
-		}
 		s.listeners = append(s.listeners, &listener{cfg: cfg, ln: ln, srv: srv})
 	}
 	return nil
+}
+
+// serverFor returns the server of a listener: gRPC or HTTP, over TLS when
+// the listener has a tls section.
+func (s *Server) serverFor(cfg config.Listener) (serving, error) {
+	var certs *certReloader
+	if cfg.TLS != nil {
+		protos := []string{"h2", "http/1.1"}
+		if cfg.Serve == config.GRPC {
+			protos = []string{"h2"}
+		}
+		var err error
+		if certs, err = newCertReloader(*cfg.TLS, protos, s.log); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Serve == config.GRPC {
+		return s.grpcServer(cfg, certs), nil
+	}
+	h := s.httpServer(cfg)
+	if certs == nil {
+		return h, nil
+	}
+	h.TLSConfig = certs.config()
+	return httpsServer{h}, nil
 }
 
 func (s *Server) closeListeners() {
@@ -178,7 +208,7 @@ func (s *Server) closeListeners() {
 func (s *Server) Addrs() []Addr {
 	out := make([]Addr, len(s.listeners))
 	for i, l := range s.listeners {
-		out[i] = Addr{Role: l.cfg.Serve, Addr: l.ln.Addr().String()}
+		out[i] = Addr{Role: l.cfg.Serve, Addr: l.ln.Addr().String(), TLS: l.cfg.TLS != nil}
 	}
 	return out
 }
@@ -189,6 +219,8 @@ type Addr struct {
 	// Addr is host:port, with the port chosen by the system when the
 	// configuration asked for port 0.
 	Addr string
+	// TLS is whether the listener serves TLS.
+	TLS bool
 }
 
 func (s *Server) httpServer(cfg config.Listener) *http.Server {
@@ -280,4 +312,12 @@ func checkAdmin(cfg *config.Config) error {
 		return fmt.Errorf("server: admin.token_file %q was not read; load the configuration with config.Load", cfg.Admin.TokenFile)
 	}
 	return nil
+}
+
+// warn logs what cfg leaves open (config.Config.Warnings), such as an
+// unprotected /v1/reset.
+func (s *Server) warn(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		s.log.Warn(w)
+	}
 }

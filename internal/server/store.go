@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
@@ -23,9 +25,10 @@ type Store struct {
 	// Close releases the store's connections; nil when there is nothing to
 	// release.
 	Close func() error
-	// Stats, when set, reports store gauges for /metrics (the memory
-	// store's key count and evictions).
-	Stats func() memstore.Stats
+	// Metrics, when set, collects the store's own metrics for /metrics,
+	// such as the memory store's key count and evictions. The server
+	// registers it next to its own. Default nil: none.
+	Metrics prometheus.Collector
 }
 
 // OpenStore opens the store a configuration's store section describes:
@@ -39,7 +42,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: memory store: %w", err)
 		}
-		return &Store{Limiter: s, Stats: s.Stats}, nil
+		return &Store{Limiter: s, Metrics: memstoreCollector{s}}, nil
 	}
 	s, err := redisstore.Dial(storeURL(cfg), redisstore.Options{Prefix: cfg.Prefix, Timeout: cfg.Timeout, Logger: log})
 	if err != nil {
@@ -216,4 +219,18 @@ func (b *backend) close() error {
 		return nil
 	}
 	return b.store.Close()
+}
+
+// memstoreCollector is the memory store's Store.Metrics.
+type memstoreCollector struct{ s *memstore.Store }
+
+func (m memstoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descMemKeys
+	ch <- descMemEvictions
+}
+
+func (m memstoreCollector) Collect(ch chan<- prometheus.Metric) {
+	st := m.s.Stats()
+	ch <- prometheus.MustNewConstMetric(descMemKeys, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(descMemEvictions, prometheus.CounterValue, float64(st.Evictions))
 }

@@ -1,0 +1,106 @@
+package rls
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxLimitedDescriptors bounds the descriptors with a limit in one request.
+// Up to sluice.MaxHits of them are one check; more are decided as several
+// checks (checkAll). Past this bound a request is not checked at all: its
+// limited descriptors are OVER_LIMIT (see Service.oversized), because an
+// error would let Envoy's default failure_mode_deny: false pass it
+// unlimited.
+const MaxLimitedDescriptors = 256
+
+// checkAll decides c, which may have more hits than one sluice check
+// takes. Up to sluice.MaxHits hits are one all-or-nothing check. Beyond,
+// the hits are split into checks of at most sluice.MaxHits: a peek of
+// every hit first (cost 0, nothing recorded) finds the short ones, without
+// room for the cost. They are checked first, with the cost, in checks of
+// short hits only, which are denied and record nothing; every other check
+// after a denial only peeks. So a request that one hit denies records
+// nothing, as one check would, and every hit reports its own state. Only
+// when usage changes between the peek and the checks (another request took
+// the room, or freed it) can a check record its cost on a request that
+// another check denies; then those hits keep it, as every hit of
+// envoyproxy/ratelimit does on a denial.
+func checkAll(ctx context.Context, lim sluice.Limiter, c sluice.Check, d *sluice.Decision) error {
+	if len(c.Hits) <= sluice.MaxHits {
+		return lim.Check(ctx, c, d)
+	}
+	order := make([]int, 0, len(c.Hits)) // the indexes in c.Hits, in checking order
+	isShort := make([]bool, len(c.Hits))
+	if c.Cost > 0 && !c.Shadow {
+		peek := c
+		peek.Cost = 0
+		all := make([]int, len(c.Hits))
+		for i := range all {
+			all[i] = i
+		}
+		if err := checkChunks(ctx, lim, peek, all, 0, d); err != nil {
+			return err
+		}
+		if len(d.Hits) == len(c.Hits) {
+			for i, h := range d.Hits {
+				if !h.Shadow && h.Remaining < c.Cost {
+					order = append(order, i)
+					isShort[i] = true
+				}
+			}
+		}
+	}
+	short := len(order) // order[:short] are the short hits
+	for i := range c.Hits {
+		if !isShort[i] {
+			order = append(order, i)
+		}
+	}
+	return checkChunks(ctx, lim, c, order, short, d)
+}
+
+// checkChunks decides c's hits as consecutive checks of at most
+// sluice.MaxHits, in the given order, the first short of them (short hits)
+// in checks of their own. A check of short hits is made with the cost;
+// any other, once a check was denied, peeks. It writes one decision over
+// all the hits to d, in c's order. A check decided without the store's
+// state (by a failure policy) makes the whole decision one without hit
+// results.
+func checkChunks(ctx context.Context, lim sluice.Limiter, c sluice.Check, order []int, short int, d *sluice.Decision) error {
+	d.Prepare(len(c.Hits))
+	var part sluice.Decision
+	sub := c
+	sub.Hits = make([]sluice.Hit, 0, sluice.MaxHits)
+	allowed, src := true, sluice.Undecided
+	for from := 0; from < len(order); {
+		to := min(from+sluice.MaxHits, len(order))
+		if from < short {
+			to = min(to, short)
+		}
+		idx := order[from:to]
+		sub.Hits = sub.Hits[:0]
+		for _, i := range idx {
+			sub.Hits = append(sub.Hits, c.Hits[i])
+		}
+		sub.Cost = c.Cost
+		if !allowed && from >= short {
+			sub.Cost = 0
+		}
+		if err := lim.Check(ctx, sub, &part); err != nil {
+			return err
+		}
+		if len(part.Hits) != len(sub.Hits) { // decided by a failure policy
+			d.Degrade(part.Source, part.Allowed, part.RetryAfter())
+			return nil
+		}
+		for j, i := range idx {
+			d.Hits[i] = part.Hits[j]
+		}
+		allowed = allowed && part.Allowed
+		src = max(src, part.Source)
+		from = to
+	}
+	d.Conclude(src)
+	return nil
+}
