@@ -97,6 +97,9 @@ type rule struct {
 
 func (s *Server) compile(cfg *config.Config) (*state, error) {
 	st := &state{cfg: cfg, zones: make(map[string]*zone, len(cfg.Zones))}
+	if err := s.configureTop(cfg); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Zones {
 		z := &cfg.Zones[i]
 		key, err := keyFunc(z.Key, cfg.TrustedProxies)

@@ -150,8 +150,8 @@ var _ sluice.Limiter = (*Limiter)(nil)
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	err := l.Next.Check(ctx, c, d)
-	if err == nil && c.Cost > 0 {
-		l.observe(c, d)
+	if err == nil {
+		l.Set.observe(c, d, l.AddPrefix)
 	}
 	return err
 }
@@ -177,12 +177,21 @@ func (s *Set) Forget(c sluice.Check) {
 	}
 }
 
+// Observe reports the decision d of c (not an error: nothing was
+// decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
+// observed. It does not allocate.
+func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(c, d, "") }
+
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
 // one in Options.Sample of the other allowed checks, drawn before the
-// tracker is even looked up.
-func (l *Limiter) observe(c sluice.Check, d *sluice.Decision) {
-	opts := &l.Set.opts
+// tracker is even looked up. A zone without a tracker whose name starts
+// with add (if not empty) gets one.
+func (s *Set) observe(c sluice.Check, d *sluice.Decision, add string) {
+	if c.Cost <= 0 {
+		return
+	}
+	opts := &s.opts
 	for i := 0; i < len(c.Hits); {
 		h := c.Hits[i]
 		j := i + 1
@@ -198,9 +207,9 @@ func (l *Limiter) observe(c sluice.Check, d *sluice.Decision) {
 			}
 			scale = int64(opts.Sample)
 		}
-		t := l.Set.Tracker(h.Zone)
-		if t == nil && l.AddPrefix != "" && strings.HasPrefix(h.Zone, l.AddPrefix) {
-			t = l.Set.Add(h.Zone)
+		t := s.Tracker(h.Zone)
+		if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
+			t = s.Add(h.Zone)
 		}
 		if t != nil {
 			t.observe(h.Key, r, c.Cost, usage, scale)
