@@ -4,7 +4,7 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-const CHART_SECONDS = 180;
+const CHART_SECONDS = 120;
 let token = sessionStorage.getItem("sluice-token") || "";
 let timer = null;
 
