@@ -17,14 +17,14 @@ type Top struct {
 	Period time.Duration
 	// Sample is how many allowed checks (not near a limit) one observed
 	// check stands for: 1 observes every check. Denials and near-limit
-	// checks are always observed. At most 1024. Default: 8.
+	// checks are always observed. At most 1024. Default: 32.
 	Sample int
 }
 
 // Defaults of the Top section.
 const (
 	DefaultTopPeriod = time.Minute
-	DefaultTopSample = 8
+	DefaultTopSample = 32
 )
 
 func (w *walker) top(n *yaml.Node, path string, t *Top) {

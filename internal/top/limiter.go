@@ -14,7 +14,7 @@ import (
 
 // MaxTrackers bounds the trackers of a Set: the zones of a configuration
 // and the domains of the rate-limit service are far fewer.
-const MaxTrackers = 1024
+const MaxTrackers = 256
 
 // Set holds one Tracker per zone name (a Hit's Zone). It is safe for
 // concurrent use; looking a tracker up takes no lock.

@@ -33,6 +33,16 @@ type entry struct {
 
 func (e *entry) keyString() string { return string(e.key[:e.klen]) }
 
+type slot struct {
+	hash uint64
+	x    uint16
+}
+
+type node struct {
+	count int64
+	x     uint16
+}
+
 // obs is one observation of a key.
 type obs struct {
 	hash    uint64
@@ -49,11 +59,14 @@ type obs struct {
 // entries by count. Not safe for concurrent use.
 type summary struct {
 	entries []entry
-	// index maps a hash slot to 1 + the entry's index; 0 is empty.
-	// Linear probing; deletion shifts back, so there are no tombstones.
-	index []uint16
-	// heap holds entry indices, smallest count first; pos is the inverse.
-	heap, pos []uint16
+	// index maps a hash slot to the hash and 1 + the entry's index (0:
+	// empty), so that probing reads no entry. Linear probing; deletion
+	// shifts back, so there are no tombstones.
+	index []slot
+	// heap holds entry indices with their counts, smallest count first;
+	// pos is the inverse.
+	heap []node
+	pos  []uint16
 	// total is the weight observed in this summary.
 	total int64
 }
@@ -63,9 +76,9 @@ func newSummary(capacity int) *summary {
 	for n < 2*capacity {
 		n <<= 1
 	}
-	s := &summary{entries: make([]entry, capacity), index: make([]uint16, n), heap: make([]uint16, capacity), pos: make([]uint16, capacity)}
+	s := &summary{entries: make([]entry, capacity), index: make([]slot, n), heap: make([]node, capacity), pos: make([]uint16, capacity)}
 	for i := range s.heap {
-		s.heap[i], s.pos[i] = uint16(i), uint16(i)
+		s.heap[i], s.pos[i] = node{x: uint16(i)}, uint16(i)
 	}
 	return s
 }
@@ -75,7 +88,7 @@ func (s *summary) reset() {
 	clear(s.entries)
 	clear(s.index)
 	for i := range s.heap {
-		s.heap[i], s.pos[i] = uint16(i), uint16(i)
+		s.heap[i], s.pos[i] = node{x: uint16(i)}, uint16(i)
 	}
 	s.total = 0
 }
@@ -85,11 +98,11 @@ func (s *summary) reset() {
 func (s *summary) slot(hash uint64) (slot int, found bool) {
 	mask := len(s.index) - 1
 	for i := int(hash) & mask; ; i = (i + 1) & mask {
-		x := s.index[i]
-		if x == 0 {
+		x := &s.index[i]
+		if x.x == 0 {
 			return i, false
 		}
-		if s.entries[x-1].hash == hash {
+		if x.hash == hash {
 			return i, true
 		}
 	}
@@ -98,7 +111,7 @@ func (s *summary) slot(hash uint64) (slot int, found bool) {
 // find returns the entry counting hash, or nil.
 func (s *summary) find(hash uint64) *entry {
 	if i, ok := s.slot(hash); ok {
-		return &s.entries[s.index[i]-1]
+		return &s.entries[s.index[i].x-1]
 	}
 	return nil
 }
@@ -109,14 +122,16 @@ func (s *summary) add(o *obs) {
 	s.total += o.weight
 	i, ok := s.slot(o.hash)
 	if ok {
-		x := int(s.index[i] - 1)
+		x := int(s.index[i].x - 1)
 		e := &s.entries[x]
 		e.count += o.weight
 		e.last, e.shadow, e.peak = o.now, o.shadow, max(e.peak, o.peak)
-		s.down(int(s.pos[x]))
+		p := int(s.pos[x])
+		s.heap[p].count = e.count
+		s.down(p)
 		return
 	}
-	x := int(s.heap[0])
+	x := int(s.heap[0].x)
 	e := &s.entries[x]
 	if e.count > 0 {
 		s.unindex(e.hash)
@@ -130,7 +145,8 @@ func (s *summary) add(o *obs) {
 	}
 	*e = entry{hash: o.hash, count: e.count + o.weight, err: e.count, since: since, last: o.now, peak: o.peak, shadow: o.shadow}
 	e.setKey(o.key)
-	s.index[i] = uint16(x + 1)
+	s.index[i] = slot{hash: o.hash, x: uint16(x + 1)}
+	s.heap[0].count = e.count
 	s.down(0)
 }
 
@@ -150,10 +166,12 @@ func (s *summary) remove(hash uint64) {
 	if !ok {
 		return
 	}
-	x := int(s.index[i] - 1)
+	x := int(s.index[i].x - 1)
 	s.unindex(hash)
 	s.entries[x] = entry{}
-	s.up(int(s.pos[x]))
+	p := int(s.pos[x])
+	s.heap[p].count = 0
+	s.up(p)
 }
 
 // unindex deletes hash from the index, shifting back the entries probed
@@ -165,14 +183,14 @@ func (s *summary) unindex(hash uint64) {
 	}
 	mask := len(s.index) - 1
 	for {
-		s.index[i] = 0
+		s.index[i] = slot{}
 		j := i
 		for {
 			j = (j + 1) & mask
-			if s.index[j] == 0 {
+			if s.index[j].x == 0 {
 				return
 			}
-			home := int(s.entries[s.index[j]-1].hash) & mask
+			home := int(s.index[j].hash) & mask
 			// The entry at j may stay unless its home lies cyclically
 			// outside (i, j].
 			if i <= j && i < home && home <= j || i > j && (home > i || home <= j) {
@@ -186,12 +204,12 @@ func (s *summary) unindex(hash uint64) {
 }
 
 func (s *summary) less(a, b int) bool {
-	return s.entries[s.heap[a]].count < s.entries[s.heap[b]].count
+	return s.heap[a].count < s.heap[b].count
 }
 
 func (s *summary) swap(a, b int) {
 	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
-	s.pos[s.heap[a]], s.pos[s.heap[b]] = uint16(a), uint16(b)
+	s.pos[s.heap[a].x], s.pos[s.heap[b].x] = uint16(a), uint16(b)
 }
 
 func (s *summary) down(i int) {

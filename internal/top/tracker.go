@@ -20,7 +20,7 @@ const (
 	DefaultPeriod    = time.Minute
 	DefaultNear      = 0.8
 	DefaultHistory   = 5 * time.Minute
-	DefaultSample    = 8
+	DefaultSample    = 32
 	DefaultTick      = 100 * time.Millisecond
 	maxCapacity      = 1024
 	maxBuckets       = 60
@@ -51,7 +51,7 @@ type Options struct {
 	// limit stand for one observed: one in Sample, drawn at random, is
 	// observed with its cost and count multiplied by Sample. Denials and
 	// near-limit checks are all observed. 1 observes every check. At most
-	// 1024. Default 8.
+	// 1024. Default 32.
 	Sample int
 	// Now is the clock. Default time.Now. A Set running its clock (Set.Run)
 	// reads it every Tick instead of on every observation.
@@ -139,6 +139,10 @@ type Tracker struct {
 	// by a running Set; otherwise Options.Now is called.
 	clock *atomic.Int64
 
+	// missed counts the checks not observed because the tracker was busy
+	// (Snapshot.Missed).
+	missed atomic.Int64
+
 	mu sync.Mutex
 	// buckets[b][list]; cur is the bucket being filled, epoch its number
 	// (time / bucket length).
@@ -174,7 +178,7 @@ func New(opts Options) (*Tracker, error) {
 // Bytes is the memory the tracker holds, whatever the traffic.
 func (t *Tracker) Bytes() int {
 	s := t.buckets[0][0]
-	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + 2*(len(s.index)+len(s.heap)+len(s.pos)) + int(unsafe.Sizeof(summary{}))
+	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + len(s.index)*int(unsafe.Sizeof(slot{})) + len(s.heap)*int(unsafe.Sizeof(node{})) + 2*len(s.pos) + int(unsafe.Sizeof(summary{}))
 	return len(t.buckets)*nLists*per + len(t.seconds)*int(unsafe.Sizeof(second{})) + int(unsafe.Sizeof(Tracker{}))
 }
 
@@ -183,7 +187,9 @@ func (t *Tracker) ShowKeys() bool { return t.opts.ShowKeys }
 
 // Observe records one check of key: its result, the cost it spent (for
 // Allowed and ShadowDenied) and the highest usage fraction of the key's
-// limits after it (Used / Rate). It does not allocate.
+// limits after it (Used / Rate). It does not allocate, and never waits:
+// while another observation or a snapshot holds the tracker, the check
+// is counted in Snapshot.Missed instead.
 func (t *Tracker) Observe(key string, r Result, cost int64, usage float64) {
 	t.observe(key, r, cost, usage, 1)
 }
@@ -203,8 +209,19 @@ func (t *Tracker) now() int64 {
 func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
 	now := t.now()
 	o := obs{hash: maphash.String(t.seed, key), key: key, now: now}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	if !t.mu.TryLock() {
+		// Another check or a snapshot holds the tracker: rather than make
+		// a decision wait on diagnostics, count the observation as missed.
+		t.missed.Add(scale)
+		return
+	}
+	t.record(&o, r, cost, usage, scale)
+	t.mu.Unlock()
+}
+
+// record is observe under the lock.
+func (t *Tracker) record(o *obs, r Result, cost int64, usage float64, scale int64) {
+	now := o.now
 	t.advance(now)
 	sec := &t.seconds[int(now/1e9)%len(t.seconds)]
 	if sec.unix != now/1e9 {
@@ -224,7 +241,7 @@ func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale
 	}
 	if r == Denied || r == ShadowDenied {
 		o.weight, o.shadow, o.inherit = 1, r == ShadowDenied, t.previous(listDenied)
-		b[listDenied].add(&o)
+		b[listDenied].add(o)
 		o.shadow, o.inherit = false, nil
 	}
 	if r == Denied {
@@ -232,11 +249,11 @@ func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale
 	}
 	if cost > 0 {
 		o.weight = cost * scale
-		b[listAdmitted].add(&o)
+		b[listAdmitted].add(o)
 	}
 	if usage >= t.opts.Near {
 		o.weight, o.peak, o.inherit = 1, int64(usage*1e6), t.previous(listNear)
-		b[listNear].add(&o)
+		b[listNear].add(o)
 	}
 }
 
@@ -349,6 +366,11 @@ type Snapshot struct {
 	// Seconds are the per-second counts of the history, oldest first,
 	// ending with the current (partial) second.
 	Seconds []Second `json:"seconds"`
+	// Missed is the number of checks not observed since the tracker was
+	// made because it was busy with another (observation never waits).
+	// The lists and the per-second counts leave them out; a count's error
+	// may exceed its bound by at most the weight missed.
+	Missed int64 `json:"missed"`
 }
 
 // Snapshot returns the top n keys of each list and the history.
@@ -357,7 +379,7 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.advance(now)
-	s := Snapshot{Capacity: t.opts.Capacity}
+	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load()}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.
 	s.Window = time.Duration(now - (t.epoch-int64(len(t.buckets))+1)*t.bucket)

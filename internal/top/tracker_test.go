@@ -1,6 +1,7 @@
 package top
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/keyname"
 )
 
@@ -231,14 +233,14 @@ func TestSummaryChurn(t *testing.T) {
 func checkSummary(t *testing.T, s *summary) {
 	t.Helper()
 	indexed := 0
-	for slot, x := range s.index {
-		if x == 0 {
+	for i, x := range s.index {
+		if x.x == 0 {
 			continue
 		}
 		indexed++
-		e := &s.entries[x-1]
-		if e.count == 0 {
-			t.Fatalf("slot %d indexes a free entry", slot)
+		e := &s.entries[x.x-1]
+		if e.count == 0 || e.hash != x.hash {
+			t.Fatalf("slot %d indexes a free entry, or under another hash", i)
 		}
 		if got := s.find(e.hash); got != e {
 			t.Fatalf("find(%x) does not return its entry", e.hash)
@@ -249,8 +251,8 @@ func checkSummary(t *testing.T, s *summary) {
 		if s.entries[i].count > 0 {
 			used++
 		}
-		if int(s.heap[s.pos[i]]) != i {
-			t.Fatalf("pos[%d] = %d but heap[%d] = %d", i, s.pos[i], s.pos[i], s.heap[s.pos[i]])
+		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count != s.entries[i].count {
+			t.Fatalf("pos[%d] = %d but heap[%d] = %+v (count %d)", i, s.pos[i], s.pos[i], n, s.entries[i].count)
 		}
 	}
 	if used != indexed {
@@ -274,4 +276,52 @@ func TestBytes(t *testing.T) {
 		t.Errorf("Bytes grew from %d to %d", before, after)
 	}
 	t.Logf("a tracker with the defaults holds %d bytes", before)
+}
+
+// TestSampledAccuracy checks the admitted list of a Set sampling one
+// allowed check in 32 against the exact cost on a Zipf trace: each of the
+// top 10 is within the Space-Saving bound plus 5 standard deviations of
+// the sampling (sqrt(Sample × cost) for unit costs), and the top 3 are
+// the exact top 3.
+func TestSampledAccuracy(t *testing.T) {
+	clk := newClock()
+	set, err := NewSet(Options{Sample: 32, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Configure(map[string]bool{"api": true}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	zipf := rand.NewZipf(rng, 1.2, 1, 99_999)
+	exact := map[string]int64{}
+	var d sluice.Decision
+	const n = 400_000
+	for range n {
+		k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+		exact[k]++
+		c := sluice.Check{Hits: []sluice.Hit{{Zone: "api", Key: k, Limit: sluice.Limit{Rate: 1 << 40, Window: time.Hour}}}, Cost: 1}
+		d.Prepare(1)
+		d.Allowed, d.Hits[0].Allowed, d.Hits[0].Used = true, true, 1
+		set.Observe(c, &d)
+	}
+	snap := set.Tracker("api").Snapshot(10)
+	bound := float64(snap.AdmittedTotal) / float64(snap.Capacity)
+	keys := slices.SortedFunc(func(yield func(string) bool) {
+		for k := range exact {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b string) int { return int(exact[b] - exact[a]) })
+	for i, k := range snap.Admitted {
+		tol := bound + 5*math.Sqrt(32*float64(exact[k.Key]))
+		if diff := math.Abs(float64(k.Count - exact[k.Key])); diff > tol {
+			t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", k.Key, k.Count, exact[k.Key], diff, tol)
+		}
+		if i < 3 && k.Key != keys[i] {
+			t.Errorf("top[%d] = %s, exact top[%d] = %s", i, k.Key, i, keys[i])
+		}
+	}
+	t.Logf("N=%d (sampled total %d), top %s estimate %d exact %d", n, snap.AdmittedTotal, snap.Admitted[0].Key, snap.Admitted[0].Count, exact[snap.Admitted[0].Key])
 }
