@@ -181,7 +181,7 @@ func TestTopUI(t *testing.T) {
 
 // TestTopDisabled: with top.enabled false nothing is tracked or served.
 func TestTopDisabled(t *testing.T) {
-	ts := start(t, parseConfig(t, "zones: [{name: a, limits: 1r/s}]\ntop: {enabled: false}\n"), Options{})
+	ts := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: a, limits: 1r/s}]\ntop: {enabled: false}\n"), Options{})
 	post(t, ts.api+"/v1/check", `{"zone":"a","key":"k"}`)
 	for _, path := range []string{"/v1/top", "/ui/"} {
 		if resp, _ := get(t, ts.api+path, nil); resp.StatusCode != http.StatusNotFound {
@@ -192,10 +192,10 @@ func TestTopDisabled(t *testing.T) {
 
 // TestTopReloadKeepsCounts: a reload keeps the lists of zones that stay.
 func TestTopReloadKeepsCounts(t *testing.T) {
-	ts := start(t, parseConfig(t, "zones: [{name: a, limits: 1r/m, show_keys: true}, {name: b, limits: 1r/m}]\n"), Options{})
+	ts := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: a, limits: 1r/m, show_keys: true}, {name: b, limits: 1r/m}]\n"), Options{})
 	post(t, ts.api+"/v1/check", `{"zone":"a","key":"k"}`)
 	post(t, ts.api+"/v1/check", `{"zone":"a","key":"k"}`)
-	if err := ts.apply(parseConfig(t, "zones: [{name: a, limits: 1r/m, show_keys: true}]\n")); err != nil {
+	if err := ts.apply(parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: a, limits: 1r/m, show_keys: true}]\n")); err != nil {
 		t.Fatal(err)
 	}
 	_, rep := getTop(t, ts.api+"/v1/top", "")
