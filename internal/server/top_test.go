@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -201,5 +203,29 @@ func TestTopReloadKeepsCounts(t *testing.T) {
 	_, rep := getTop(t, ts.api+"/v1/top", "")
 	if len(rep.Zones) != 1 || len(rep.Zones[0].Denied) != 1 {
 		t.Errorf("after the reload: %+v, want zone a alone with k denied", rep.Zones)
+	}
+}
+
+// TestTopRLSDomain: the rate-limit service's decisions (here through
+// POST /json) are tracked per domain, as "rls/DOMAIN", keys hidden and
+// not resettable from the list.
+func TestTopRLSDomain(t *testing.T) {
+	dir := t.TempDir()
+	rules := "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, {addr: '127.0.0.1:0', serve: grpc}]\nrls: {config_dir: '"+dir+"'}\ntop: {sample: 1}\n")
+	ts := start(t, cfg, Options{})
+	for range 4 {
+		post(t, ts.api+"/json", `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"eve"}]}]}`)
+	}
+	resp, rep := getTop(t, ts.api+"/v1/top?zone=rls/edge", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/top?zone=rls/edge: %d", resp.StatusCode)
+	}
+	z := rep.Zones[0]
+	if z.Kind != "rls" || len(z.Denied) != 1 || z.Denied[0].Count != 2 || z.Denied[0].Key != "" || z.Denied[0].Resettable {
+		t.Errorf("rls/edge = %+v, want one key denied twice, hidden, not resettable", z)
 	}
 }
