@@ -3,10 +3,7 @@ package top
 import (
 	"context"
 	"math/rand/v2"
-	"runtime"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,75 +220,6 @@ func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
 			}
 		}
 	})
-}
-
-// BenchmarkLimiterRatio measures the cost of tracking as a ratio on a
-// busy machine: 41 rounds, each timing 50,000 checks per goroutine
-// (GOMAXPROCS goroutines) without tracking and with it, in alternating
-// order, on warm stores; it reports the median, 10th and 90th percentile
-// of the per-round ratio of decisions/s with tracking to decisions/s
-// without (1.0 = free). Run it once:
-//
-//	go test -run '^$' -bench BenchmarkLimiterRatio -benchtime 1x ./internal/top
-func BenchmarkLimiterRatio(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
-	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
-	for i := range traces["uniform"] {
-		traces["uniform"][i] = rng.IntN(len(keys))
-		traces["zipf"][i] = int(zipf.Uint64())
-	}
-	for _, tc := range []struct {
-		trace     string
-		denyEvery int
-	}{{"uniform", 10}, {"zipf", 10}, {"zipf", 100}} {
-		trace := tc.trace
-		b.Run(trace+"/deny-1-in-"+strconv.Itoa(tc.denyEvery), func(b *testing.B) {
-			off := newMemstore(b)
-			set := newSetOpts(b, Options{}, map[string]bool{"api": false})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go set.Run(ctx)
-			on := &Limiter{Next: newMemstore(b), Set: set}
-			run := func(lim sluice.Limiter) time.Duration {
-				start := time.Now()
-				var wg sync.WaitGroup
-				for w := range runtime.GOMAXPROCS(0) {
-					wg.Go(func() { checkTrace(lim, keys, traces[trace], tc.denyEvery, w*7919, 50_000) })
-				}
-				wg.Wait()
-				return time.Since(start)
-			}
-			run(off) // warm both stores
-			run(on)
-			var ratios []float64
-			for b.Loop() {
-				ratios = ratios[:0]
-				for r := range 41 {
-					var tOff, tOn time.Duration
-					if r%2 == 0 {
-						tOff, tOn = run(off), run(on)
-					} else {
-						tOn, tOff = run(on), run(off)
-					}
-					ratios = append(ratios, float64(tOff)/float64(tOn))
-				}
-			}
-			slices.Sort(ratios)
-			b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
-			b.ReportMetric(ratios[len(ratios)/10], "p10-ratio")
-			b.ReportMetric(ratios[len(ratios)*9/10], "p90-ratio")
-			var missed int64
-			if tr := set.Tracker("api"); tr != nil {
-				missed = tr.Snapshot(1).Missed
-			}
-			b.ReportMetric(float64(missed), "missed")
-		})
-	}
 }
 
 // checkTrace runs n checks of the keys trace names, from offset i; one
