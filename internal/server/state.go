@@ -97,9 +97,6 @@ type rule struct {
 
 func (s *Server) compile(cfg *config.Config) (*state, error) {
 	st := &state{cfg: cfg, zones: make(map[string]*zone, len(cfg.Zones))}
-	if err := s.configureTop(cfg); err != nil {
-		return nil, err
-	}
 	for i := range cfg.Zones {
 		z := &cfg.Zones[i]
 		key, err := keyFunc(z.Key, cfg.TrustedProxies)
@@ -113,6 +110,9 @@ func (s *Server) compile(cfg *config.Config) (*state, error) {
 	}
 	if cfg.Proxy.Upstream != nil {
 		st.defaultProxy = s.reverseProxy(cfg.Proxy.Upstream)
+	}
+	if err := s.configureTop(cfg); err != nil { // last: a failed compile keeps the running zones tracked
+		return nil, err
 	}
 	return st, nil
 }
