@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,32 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// waitSeconds polls GET /v1/top until zone login has n seconds of
+// traffic in its history (at most 2 minutes).
+func waitSeconds(t *testing.T, admin string, n int) {
+	t.Helper()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(2 * time.Minute)
+	for {
+		_, rep := getTop(t, admin+"/v1/top?zone=login", topToken)
+		busy := 0
+		for _, s := range rep.Zones[0].Seconds {
+			if s.Allowed+s.Denied > 0 {
+				busy++
+			}
+		}
+		if busy >= n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d seconds of traffic after 2 minutes, want %d", busy, n)
+		}
+	}
+}
+
 // within runs steps, failing the test if they take longer than d.
 func within(t *testing.T, ctx context.Context, d time.Duration, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
@@ -78,22 +105,30 @@ func TestUIBrowser(t *testing.T) {
 	ts := start(t, topServerConfig(t), Options{})
 	admin := adminURL(t, ts)
 
-	// Background traffic, bounded: a few keys in every zone, some near
-	// or over their limits, until the test ends.
+	// Background traffic, bounded: clients of every zone, each new one
+	// allowed a few times then denied, a few steady offenders, until the
+	// test ends (at most 2,000 ticks of 50 ms).
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		bodies := []string{`{"zone":"login","key":"203.0.113.7"}`, `{"zone":"trial","key":"198.51.100.23"}`,
-			`{"zone":"tokens","key":"tok_live_93b1"}`, `{"zone":"login","key":"192.0.2.10"}`, `{"zone":"tokens","key":"tok_live_5d2e"}`}
 		for i := 0; i < 2000; i++ {
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
 			}
-			resp, err := client.Post(ts.api+"/v1/check", "application/json", strings.NewReader(bodies[i%len(bodies)]))
+			var body string
+			switch i % 4 {
+			case 0, 1:
+				body = `{"zone":"login","key":"198.51.100.` + strconv.Itoa(i/8%200) + `"}`
+			case 2:
+				body = `{"zone":"trial","key":"user-` + strconv.Itoa(i/12%100) + `"}`
+			default:
+				body = []string{`{"zone":"tokens","key":"tok_live_93b1"}`, `{"zone":"login","key":"203.0.113.7"}`, `{"zone":"tokens","key":"tok_` + strconv.Itoa(i) + `"}`}[i/4%3]
+			}
+			resp, err := client.Post(ts.api+"/v1/check", "application/json", strings.NewReader(body))
 			if err == nil {
 				resp.Body.Close()
 			}
@@ -124,6 +159,10 @@ func TestUIBrowser(t *testing.T) {
 		chromedp.WaitVisible(`article.zone svg.chart polyline`),
 	)
 
+	screenshot := os.Getenv("SLUICE_SCREENSHOT")
+	if screenshot != "" {
+		waitSeconds(t, admin, 60) // a chart worth showing: a minute of traffic
+	}
 	key := "mallory"
 	for range 6 { // 3r/m: 3 allowed, 3 denied
 		post(t, ts.api+"/v1/check", `{"zone":"login","key":"`+key+`"}`)
@@ -134,7 +173,7 @@ func TestUIBrowser(t *testing.T) {
 	if !strings.Contains(text, key) { // the zone shows its keys
 		t.Errorf("denied row = %q, want the key %q", text, key)
 	}
-	if path := os.Getenv("SLUICE_SCREENSHOT"); path != "" {
+	if path := screenshot; path != "" {
 		within(t, ctx, 5*time.Second, "the page shows the background traffic", chromedp.WaitVisible(`article.zone[data-zone="trial"] tr.denied`))
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
