@@ -31,7 +31,7 @@ type command struct {
 }
 
 // commands lists the subcommands in the order help shows them.
-var commands = []command{serveCommand, checkCommand, resetCommand, benchCommand, simulateCommand, versionCommand}
+var commands = []command{serveCommand, checkCommand, resetCommand, topCommand, benchCommand, simulateCommand, versionCommand}
 
 // Main runs the subcommand named by args[0] and returns the exit code:
 // 0 success, 1 failure, 2 bad usage. Help that was asked for ("sluice

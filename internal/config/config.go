@@ -34,6 +34,8 @@ type Config struct {
 	Admin Admin
 	// RLS configures Envoy's rate-limit service on grpc listeners.
 	RLS RLS
+	// Top configures the tracking of the keys each zone limits most.
+	Top Top
 }
 
 // Zone returns the zone named name, or nil.
@@ -257,6 +259,10 @@ type Zone struct {
 	// divides the worst-case over-admission by about as much
 	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
 	Processes int
+	// ShowKeys shows the zone's keys as they are in GET /v1/top, /ui and
+	// "sluice top"; otherwise they are shown by their internal/keyname
+	// digest (a key is often a credential). Default: false.
+	ShowKeys bool
 }
 
 // Mode says how a zone's checks reach the store.

@@ -135,7 +135,7 @@ func TestErrors(t *testing.T) {
 		{"syntax", "zones: [\n  - a: b\n", "c.yaml:"},
 		{"not a mapping", "- a\n", "want a mapping"},
 		{"unknown top field", "zone:\n  - name: a\n", `c.yaml:1: zone: unknown field "zone" (did you mean "zones"?)`},
-		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, mode, name, processes, resolution, shadow, sync_interval)`},
+		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, mode, name, processes, resolution, shadow, show_keys, sync_interval)`},
 		{"zero rate", "zones:\n  - name: a\n    limits: [10r/s]\n  - name: b\n    limits: [10r/s]\n  - name: c\n    limits:\n      - 0r/m\n",
 			`c.yaml:8: zones[2].limits[0]: limit "0r/m": rate must be > 0`},
 		{"bad spec string", "zones:\n  - name: a\n    limits: 10 per minute\n", `c.yaml:3: zones[0].limits: limit "10 per minute": missing "r/"`},
@@ -468,5 +468,32 @@ func TestManyProblemsStayLinear(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Parse took %v", d)
+	}
+}
+
+// TestTop checks the top section and the zones' show_keys.
+func TestTop(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s, show_keys: true}, {name: b, limits: 1r/s}]\ntop: {period: 30s, sample: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Zones[0].ShowKeys || c.Zones[1].ShowKeys || c.Top.Disabled || c.Top.Period != 30*time.Second || c.Top.Sample != 1 {
+		t.Errorf("got zones %+v, top %+v", c.Zones, c.Top)
+	}
+	if c, err = Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s}]\n")); err != nil || c.Top.Period != DefaultTopPeriod || c.Top.Sample != DefaultTopSample {
+		t.Errorf("defaults: %+v, %v", c.Top, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"top: {period: 1s}", "top.period: 1s: want between 4s and 1h"},
+		{"top: {sample: 2000}", "top.sample: 2000: want at most 1024"},
+		{"top: {enabled: maybe}", "top.enabled"},
+	} {
+		_, err := Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s}]\n"+tc.yaml+"\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if c, err = Parse("c.yaml", []byte("zones: [{name: a, limits: 1r/s}]\ntop: {enabled: false}\n")); err != nil || !c.Top.Disabled {
+		t.Errorf("enabled: false: %+v, %v", c.Top, err)
 	}
 }

@@ -155,6 +155,7 @@ func (w *walker) config(n *yaml.Node, c *Config) {
 		"proxy": func(v *yaml.Node, p string) { w.proxy(v, p, &c.Proxy) },
 		"admin": func(v *yaml.Node, p string) { w.admin(v, p, &c.Admin) },
 		"rls":   func(v *yaml.Node, p string) { w.rls(v, p, &c.RLS) },
+		"top":   func(v *yaml.Node, p string) { w.top(v, p, &c.Top) },
 	})
 }
 

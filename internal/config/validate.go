@@ -34,6 +34,7 @@ func (w *walker) validate(c *Config) {
 	w.validateZones(c)
 	w.validateProxy(c)
 	w.validateAdmin(&c.Admin)
+	w.validateTop(&c.Top)
 }
 
 func (w *walker) validateStore(s *Store) {

@@ -39,6 +39,7 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 			z.SyncInterval = w.duration(v, p)
 		},
 		"processes": func(v *yaml.Node, p string) { z.Processes = int(min(w.positive(v, p), 1<<20)) },
+		"show_keys": func(v *yaml.Node, p string) { z.ShowKeys = w.boolean(v, p) },
 	})
 	for i := range z.Limits {
 		l := &z.Limits[i]

@@ -160,6 +160,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	b.d.Prepare(len(b.c.Hits))
 	err = z.limiter.Check(r.Context(), b.c, &b.d)
 	s.metrics.observe(z.self, &b.d, err)
+	s.observeTop(b.c, &b.d, err)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return
@@ -206,6 +207,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.backend.forget(b.c)
+		s.forgetTop(b.c)
 	}
 	if err != nil {
 		s.writeProblem(w, r, err)

@@ -25,6 +25,7 @@ func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sl
 	b.d.Prepare(len(b.c.Hits))
 	err := limiter.Check(r.Context(), b.c, &b.d)
 	s.metrics.observe(zones, &b.d, err)
+	s.observeTop(b.c, &b.d, err)
 	return err
 }
 

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
 )
@@ -29,7 +28,7 @@ func (s *Server) openRLS(cfg *config.Config) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	svc, err := rls.New(rules, rls.Options{
-		Limiter:         func(p config.FailurePolicy) sluice.Limiter { return s.backend.limiter(p) },
+		Limiter:         s.rlsLimiters(),
 		Logger:          s.log,
 		Registerer:      s.metrics.reg,
 		ResponseHeaders: cfg.RLS.ResponseHeaders,

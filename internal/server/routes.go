@@ -33,6 +33,7 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 			metrics.ServeHTTP(w, r)
 		}
 	}))
+	s.topRoutes(mux, role)
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
 	if s.rls != nil { // envoyproxy/ratelimit's endpoints; /json spends counters as /v1/check does

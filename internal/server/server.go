@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/top"
 )
 
 // Defaults of Options.
@@ -76,6 +77,9 @@ type Server struct {
 
 	// rls is Envoy's rate-limit service; nil without rls.config_dir.
 	rls *rls.Service
+	// top tracks the keys each zone limits most (top.go); nil when
+	// disabled.
+	top *top.Set
 }
 
 type listener struct {
@@ -133,6 +137,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		if err := s.metrics.reg.Register(store.Metrics); err != nil {
 			return nil, fmt.Errorf("server: store metrics: %w", err)
 		}
+	}
+	if s.top, err = openTop(cfg); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	st, err := s.compile(cfg)
 	if err != nil {
@@ -270,6 +277,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		go s.watch(watchCtx, s.opts.ConfigPath, s.opts.WatchInterval)
 	}
 	s.watchRLS(watchCtx)
+	s.runTop(watchCtx)
 	var err error
 	select {
 	case <-ctx.Done():

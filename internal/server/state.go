@@ -111,6 +111,9 @@ func (s *Server) compile(cfg *config.Config) (*state, error) {
 	if cfg.Proxy.Upstream != nil {
 		st.defaultProxy = s.reverseProxy(cfg.Proxy.Upstream)
 	}
+	if err := s.configureTop(cfg); err != nil { // last: a failed compile keeps the running zones tracked
+		return nil, err
+	}
 	return st, nil
 }
 

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/keyname"
+)
+
+// TestTop runs "sluice serve" with an admin listener and a token, pushes
+// two keys over their limit, and reads them with "sluice top": the text
+// view (a key shown, a key hidden by its digest), the JSON, a refreshing
+// run stopped by its context, and the refusal without the token.
+func TestTop(t *testing.T) {
+	urls := adminServe(t, "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\n"+
+		"zones:\n  - {name: login, limits: 1r/h, show_keys: true}\n  - {name: tokens, limits: 1r/h}\n", map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})
+	api, admin := urls["api"], urls["admin"]
+	for range 3 {
+		send(t, api+"/v1/check", jsonType, aliceBody)
+		send(t, api+"/v1/check", jsonType, `{"zone":"tokens","key":"tok_secret_1"}`)
+	}
+	withToken := envOf(map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})
+	var stdout, stderr bytes.Buffer
+	if code := Main(t.Context(), []string{"top", "-server", admin, "-once"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: withToken}); code != 0 {
+		t.Fatalf("sluice top -once: exit %d: %s", code, &stderr)
+	}
+	out := stdout.String()
+	for _, want := range []string{"login  1r/h", "denied    alice", keyname.Of("tok_secret_1"), "store memory"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sluice top -once: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tok_secret_1") {
+		t.Errorf("a hidden key is printed:\n%s", out)
+	}
+
+	stdout.Reset()
+	if code := Main(t.Context(), []string{"top", "-server", admin, "-json", "-zone", "login"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: withToken}); code != 0 {
+		t.Fatalf("sluice top -json: exit %d: %s", code, &stderr)
+	}
+	var rep struct {
+		Zones []struct {
+			Name   string
+			Denied []struct{ Key string }
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || len(rep.Zones) != 1 || len(rep.Zones[0].Denied) != 1 || rep.Zones[0].Denied[0].Key != "alice" {
+		t.Errorf("sluice top -json -zone login: %v %+v", err, rep)
+	}
+
+	// Refreshing: two views at least, then the context ends the command.
+	stdout.Reset()
+	ctx, cancel := context.WithCancel(t.Context())
+	w := &countingWriter{target: 2, done: cancel}
+	if code := Main(ctx, []string{"top", "-server", admin, "-interval", "100ms"}, Env{Stdout: w, Stderr: &stderr, Getenv: withToken}); code != 0 {
+		t.Errorf("refreshing sluice top: exit %d: %s", code, &stderr)
+	}
+
+	stderr.Reset()
+	if code := Main(t.Context(), []string{"top", "-server", admin, "-once"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(nil)}); code != 1 || !strings.Contains(stderr.String(), "401") {
+		t.Errorf("sluice top without the token: exit %d, %s; want 1 and 401", code, &stderr)
+	}
+}
+
+// countingWriter counts the views written (each starts "sluice top") and
+// calls done once target were.
+type countingWriter struct {
+	views, target int
+	done          func()
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("sluice top")) {
+		if w.views++; w.views == w.target {
+			w.done()
+		}
+	}
+	return len(p), nil
+}

@@ -1,0 +1,38 @@
+// Package top answers "who is being limited, right now": per zone (and per
+// rate-limit-service domain), the keys denied most, the keys that spent
+// the most admitted cost, and the keys near a limit, over a sliding
+// period, in a memory bound fixed whatever the number of keys.
+//
+// # Algorithm and error bound
+//
+// Each list is a Space-Saving summary (Metwally, Agrawal and El Abbadi,
+// "Efficient computation of frequent and top-k elements in data streams",
+// 2005) of Capacity counters, one summary per bucket of a ring of Buckets
+// buckets that together span Period. A key already counted is incremented
+// by its weight; a new key takes over the smallest counter, adding its
+// weight to that counter's count. Within one bucket of total weight N_b a
+// counted key's count exceeds its true weight by at most N_b/Capacity, and
+// a key not counted has a true weight of at most N_b/Capacity. Summing the
+// buckets of the window, whose total weight is N:
+//
+//   - every reported count is within N/Capacity of the key's true weight
+//     in the window (Key.Error is the tighter bound the counters know);
+//   - every key whose true weight exceeds N/Capacity is reported.
+//
+// The window slides by whole buckets: a list covers between
+// (Buckets-1)/Buckets of Period and Period.
+//
+// # Memory
+//
+// A Tracker holds 3 lists × Buckets × Capacity fixed-size entries (keys
+// are copied into the entry, up to KeyBytes bytes) and a ring of per-second
+// counts; Tracker.Bytes states the total. Nothing grows with traffic.
+//
+// # Cost
+//
+// Observing a check takes one mutex, one hash of the key and O(log
+// Capacity) work, without allocating (BenchmarkLimiter).
+//
+// Keys are shown as their internal/keyname digest unless the tracker
+// was made with ShowKeys: a key is often a credential.
+package top

@@ -1,0 +1,252 @@
+package top
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxTrackers bounds the trackers of a Set: the zones of a configuration
+// and the domains of the rate-limit service are far fewer.
+const MaxTrackers = 256
+
+// Set holds one Tracker per zone name (a Hit's Zone). It is safe for
+// concurrent use; looking a tracker up takes no lock.
+type Set struct {
+	opts  Options
+	clock atomic.Int64
+	mu    sync.Mutex // serializes changes of m
+	m     atomic.Pointer[map[string]*Tracker]
+}
+
+// NewSet returns an empty Set whose trackers use opts (ShowKeys is set
+// per zone by Configure).
+func NewSet(opts Options) (*Set, error) {
+	if _, err := New(opts); err != nil { // validate once
+		return nil, err
+	}
+	opts.defaults()
+	s := &Set{opts: opts}
+	s.m.Store(&map[string]*Tracker{})
+	return s, nil
+}
+
+// Run keeps the set's clock until ctx ends, reading Options.Now every
+// Options.Tick, so that observations do not each read the clock (a
+// system call on some virtual machines). Observations made while Run is
+// not running read Now themselves.
+func (s *Set) Run(ctx context.Context) {
+	t := time.NewTicker(s.opts.Tick)
+	defer t.Stop()
+	defer s.clock.Store(0)
+	for {
+		s.clock.Store(s.opts.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// newTracker makes a tracker on the set's clock.
+func (s *Set) newTracker(show bool) (*Tracker, error) {
+	opts := s.opts
+	opts.ShowKeys = show
+	t, err := New(opts)
+	if err == nil {
+		t.clock = &s.clock
+	}
+	return t, err
+}
+
+// Tracker returns the tracker of zone, or nil.
+func (s *Set) Tracker(zone string) *Tracker { return (*s.m.Load())[zone] }
+
+// Names returns the names of the trackers, sorted.
+func (s *Set) Names() []string {
+	m := *s.m.Load()
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Configure makes the set track exactly zones (name → show keys), plus
+// the trackers whose names start with one of keep (made by Add): a
+// tracker of a zone that stays is kept with its counts unless its
+// ShowKeys changes; the others are dropped.
+func (s *Set) Configure(zones map[string]bool, keep ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.m.Load()
+	m := make(map[string]*Tracker, len(zones))
+	for name, show := range zones {
+		if t := old[name]; t != nil && t.opts.ShowKeys == show {
+			m[name] = t
+			continue
+		}
+		t, err := s.newTracker(show)
+		if err != nil {
+			return err
+		}
+		m[name] = t
+	}
+	for name, t := range old {
+		if m[name] == nil && slices.ContainsFunc(keep, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			m[name] = t
+		}
+	}
+	s.m.Store(&m)
+	return nil
+}
+
+// Add returns the tracker of name, making one (keys shown as digests) if
+// there is none and the set holds fewer than MaxTrackers; nil otherwise.
+func (s *Set) Add(name string) *Tracker {
+	if t := s.Tracker(name); t != nil {
+		return t
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := *s.m.Load()
+	if t := old[name]; t != nil || len(old) >= MaxTrackers {
+		return t
+	}
+	t, err := s.newTracker(false)
+	if err != nil {
+		return nil // validated by NewSet
+	}
+	m := make(map[string]*Tracker, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = t
+	s.m.Store(&m)
+	return t
+}
+
+// Limiter is a sluice.Limiter that reports every decision of Next to the
+// trackers of its Set, by each hit's Zone. Zones without a tracker are
+// not tracked, unless AddPrefix is set and the zone name starts with it
+// (then a tracker is added: the rate-limit service's domains).
+type Limiter struct {
+	Next      sluice.Limiter
+	Set       *Set
+	AddPrefix string
+}
+
+var _ sluice.Limiter = (*Limiter)(nil)
+
+// Check checks c with Next, then observes the decision. Errors (nothing
+// decided) are not observed.
+func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	err := l.Next.Check(ctx, c, d)
+	if err == nil {
+		l.Set.observe(c, d, l.AddPrefix)
+	}
+	return err
+}
+
+// Reset resets c with Next, then removes its keys from the lists.
+func (l *Limiter) Reset(ctx context.Context, c sluice.Check) error {
+	err := l.Next.Reset(ctx, c)
+	if err == nil {
+		l.Set.Forget(c)
+	}
+	return err
+}
+
+// Forget removes the keys of c's hits from their zones' lists.
+func (s *Set) Forget(c sluice.Check) {
+	for i, h := range c.Hits {
+		if i > 0 && c.Hits[i-1].Zone == h.Zone && c.Hits[i-1].Key == h.Key {
+			continue
+		}
+		if t := s.Tracker(h.Zone); t != nil {
+			t.Forget(h.Key)
+		}
+	}
+}
+
+// Observe reports the decision d of c (not an error: nothing was
+// decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
+// observed. It does not allocate.
+func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(c, d, "") }
+
+// observe reports d to the trackers, once per run of hits with the same
+// zone and key (a key's limits): every denial and near-limit check, and
+// one in Options.Sample of the other allowed checks, drawn before the
+// tracker is even looked up. A zone without a tracker whose name starts
+// with add (if not empty) gets one.
+func (s *Set) observe(c sluice.Check, d *sluice.Decision, add string) {
+	if c.Cost <= 0 {
+		return
+	}
+	opts := &s.opts
+	for i := 0; i < len(c.Hits); {
+		h := c.Hits[i]
+		j := i + 1
+		for j < len(c.Hits) && c.Hits[j].Zone == h.Zone && c.Hits[j].Key == h.Key {
+			j++
+		}
+		r, usage := result(c, d, i, j)
+		scale := int64(1)
+		if r == Allowed && usage < opts.Near && opts.Sample > 1 {
+			if rand.Uint32N(uint32(opts.Sample)) != 0 {
+				i = j
+				continue
+			}
+			scale = int64(opts.Sample)
+		}
+		t := s.Tracker(h.Zone)
+		if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
+			t = s.Add(h.Zone)
+		}
+		if t != nil {
+			t.observe(h.Key, r, c.Cost, usage, scale)
+		}
+		i = j
+	}
+}
+
+// result is what d means for hits [i, j) of c, and their highest usage.
+func result(c sluice.Check, d *sluice.Decision, i, j int) (Result, float64) {
+	if len(d.Hits) != len(c.Hits) { // decided without the limiters' state
+		if d.Allowed {
+			return Allowed, 0
+		}
+		return Denied, 0
+	}
+	denied, shadow, usage := false, false, 0.0
+	for k := i; k < j; k++ {
+		hr := &d.Hits[k]
+		if rate := c.Hits[k].Limit.Rate; rate > 0 {
+			usage = max(usage, hr.Used/float64(rate))
+		}
+		if !hr.Allowed {
+			if hr.Shadow {
+				shadow = true
+			} else {
+				denied = true
+			}
+		}
+	}
+	switch {
+	case denied:
+		return Denied, usage
+	case !d.Allowed:
+		return Refused, usage
+	case shadow:
+		return ShadowDenied, usage
+	}
+	return Allowed, usage
+}

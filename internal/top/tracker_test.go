@@ -1,0 +1,327 @@
+package top
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/keyname"
+)
+
+// clock is a settable clock for trackers.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time      { return c.t }
+func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock               { return &clock{t: time.Unix(1_700_000_000, 0)} }
+func tracker(t *testing.T, o Options) *Tracker {
+	t.Helper()
+	tr, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestAccuracyZipf checks the stated error bound against an exact count
+// on a skewed trace: 200,000 checks over 100,000 keys drawn from a Zipf
+// law, each bucket of the window getting its share.
+func TestAccuracyZipf(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		s        float64
+		capacity int
+	}{{"s=1.1,k=64", 1.1, 64}, {"s=1.5,k=16", 1.5, 16}, {"s=1.01,k=256", 1.01, 256}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			tr := tracker(t, Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now})
+			rng := rand.New(rand.NewPCG(1, 2))
+			zipf := rand.NewZipf(rng, tc.s, 1, 99_999)
+			exact := map[string]int64{}
+			const n = 200_000
+			for i := range n {
+				if i%(n/4) == 0 && i > 0 {
+					clk.add(time.Second) // the next bucket
+				}
+				k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+				cost := int64(1 + i%3)
+				exact[k] += cost
+				tr.Observe(k, Allowed, cost, 0)
+			}
+			snap := tr.Snapshot(tc.capacity * 4)
+			var total int64
+			for _, c := range exact {
+				total += c
+			}
+			if snap.AdmittedTotal != total {
+				t.Fatalf("AdmittedTotal = %d, want %d", snap.AdmittedTotal, total)
+			}
+			bound := total / int64(tc.capacity)
+			byID := map[string]string{}
+			for k := range exact {
+				byID[keyname.Of(k)] = k
+			}
+			listed := map[string]bool{}
+			for _, k := range snap.Admitted {
+				key := byID[k.ID]
+				listed[key] = true
+				if d := k.Count - exact[key]; d > bound || -d > bound {
+					t.Errorf("%s: count %d, exact %d: off by %d, bound %d", key, k.Count, exact[key], d, bound)
+				}
+				if k.Count-k.Error > exact[key] {
+					t.Errorf("%s: count %d - error %d exceeds the exact %d", key, k.Count, k.Error, exact[key])
+				}
+			}
+			for k, c := range exact {
+				if c > bound && !listed[k] {
+					t.Errorf("%s: exact %d > bound %d but not listed", k, c, bound)
+				}
+			}
+			// The top 5 by estimate are the exact top 5.
+			keys := make([]string, 0, len(exact))
+			for k := range exact {
+				keys = append(keys, k)
+			}
+			slices.SortFunc(keys, func(a, b string) int { return int(exact[b] - exact[a]) })
+			for i := range 5 {
+				if got := byID[snap.Admitted[i].ID]; got != keys[i] {
+					t.Errorf("top[%d] = %s (count %d), exact top[%d] = %s (%d)", i, got, snap.Admitted[i].Count, i, keys[i], exact[keys[i]])
+				}
+			}
+			t.Logf("N=%d bound N/k=%d, top count %d exact %d", total, bound, snap.Admitted[0].Count, exact[keys[0]])
+		})
+	}
+}
+
+// TestWindowSlides checks that counts leave the lists with their bucket
+// and that a denial streak keeps its start across buckets.
+func TestWindowSlides(t *testing.T) {
+	clk := newClock()
+	tr := tracker(t, Options{Capacity: 8, Buckets: 4, Period: 4 * time.Second, Now: clk.now})
+	start := clk.t
+	for range 4 { // denied once a second for 4 s
+		tr.Observe("hot", Denied, 1, 1)
+		clk.add(time.Second)
+	}
+	clk.add(-time.Second)
+	snap := tr.Snapshot(10)
+	if len(snap.Denied) != 1 || snap.Denied[0].Count != 4 {
+		t.Fatalf("denied = %+v, want hot with 4", snap.Denied)
+	}
+	if got := snap.Denied[0].Since; !got.Equal(start) {
+		t.Errorf("since = %v, want the first denial %v", got, start)
+	}
+	clk.add(2 * time.Second) // two buckets later: two denials left
+	if snap = tr.Snapshot(10); len(snap.Denied) != 1 || snap.Denied[0].Count != 2 {
+		t.Fatalf("after 2 s: denied = %+v, want hot with 2", snap.Denied)
+	}
+	clk.add(time.Hour)
+	if snap = tr.Snapshot(10); len(snap.Denied) != 0 || snap.DeniedTotal != 0 {
+		t.Fatalf("an hour later: denied = %+v, total %d, want none", snap.Denied, snap.DeniedTotal)
+	}
+	tr.Observe("hot", Denied, 1, 1)
+	if got := tr.Snapshot(10).Denied[0].Since; !got.Equal(clk.t) {
+		t.Errorf("a new streak: since = %v, want %v", got, clk.t)
+	}
+}
+
+// TestLists checks what each result adds to which list, and the
+// per-second counts.
+func TestLists(t *testing.T) {
+	clk := newClock()
+	tr := tracker(t, Options{Now: clk.now, ShowKeys: true})
+	tr.Observe("a", Allowed, 5, 0.5)      // admitted only
+	tr.Observe("b", Allowed, 1, 0.9)      // admitted and near
+	tr.Observe("c", Denied, 1, 1)         // denied only
+	tr.Observe("d", ShadowDenied, 2, 1.2) // denied (shadow), admitted and near
+	tr.Observe("e", Refused, 1, 0.95)     // counted as denied, listed nowhere
+	snap := tr.Snapshot(10)
+	names := func(ks []Key) (out []string) {
+		for _, k := range ks {
+			out = append(out, k.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		list string
+		got  []string
+		want []string
+	}{
+		{"admitted", names(snap.Admitted), []string{"a", "b", "d"}},
+		{"denied", names(snap.Denied), []string{"c", "d"}},
+		{"near", names(snap.Near), []string{"b", "d"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.list, tc.got, tc.want)
+		}
+	}
+	for _, k := range snap.Denied {
+		if k.Shadow != (k.Key == "d") {
+			t.Errorf("denied %s: shadow = %v", k.Key, k.Shadow)
+		}
+	}
+	last := snap.Seconds[len(snap.Seconds)-1]
+	if want := (Second{Unix: clk.t.Unix(), Allowed: 2, Denied: 2, ShadowDenied: 1}); last != want {
+		t.Errorf("last second = %+v, want %+v", last, want)
+	}
+	if got, want := len(snap.Seconds), int(DefaultHistory/time.Second); got != want {
+		t.Errorf("%d seconds of history, want %d", got, want)
+	}
+}
+
+// TestKeysHidden checks that keys appear only as digests unless ShowKeys,
+// and that Lookup finds a listed key by its ID and Forget removes it.
+func TestKeysHidden(t *testing.T) {
+	tr := tracker(t, Options{})
+	secret := "Bearer sk_live_0123456789"
+	long := strings.Repeat("x", KeyBytes+1)
+	tr.Observe(secret, Denied, 1, 1)
+	tr.Observe(long, Denied, 1, 1)
+	snap := tr.Snapshot(10)
+	for _, k := range snap.Denied {
+		if k.Key != "" {
+			t.Errorf("key shown without ShowKeys: %q", k.Key)
+		}
+	}
+	for _, tc := range []struct {
+		key        string
+		resettable bool
+	}{{secret, true}, {long, false}} {
+		i := slices.IndexFunc(snap.Denied, func(k Key) bool { return k.ID == keyname.Of(tc.key) })
+		if i < 0 {
+			t.Fatalf("%s not listed by its digest: %+v", keyname.Of(tc.key), snap.Denied)
+		}
+		if snap.Denied[i].Resettable != tc.resettable {
+			t.Errorf("%s: resettable = %v, want %v", snap.Denied[i].ID, snap.Denied[i].Resettable, tc.resettable)
+		}
+		got, ok := tr.Lookup(keyname.Of(tc.key))
+		if ok != tc.resettable || ok && got != tc.key {
+			t.Errorf("Lookup(%s) = %q, %v", keyname.Of(tc.key), got, ok)
+		}
+	}
+	tr.Forget(secret)
+	if snap = tr.Snapshot(10); len(snap.Denied) != 1 || snap.Denied[0].ID != keyname.Of(long) {
+		t.Errorf("after Forget: %+v, want only the long key", snap.Denied)
+	}
+}
+
+// TestSummaryChurn drives one summary through many insertions, removals
+// and take-overs and checks its index and heap stay consistent.
+func TestSummaryChurn(t *testing.T) {
+	s := newSummary(16)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 100_000 {
+		h := rng.Uint64N(64) * 0x9e3779b97f4a7c15 // collide in the index
+		if i%7 == 0 {
+			s.remove(h)
+		} else {
+			s.add(&obs{hash: h, key: "k", weight: 1 + int64(rng.IntN(3))})
+		}
+		if i%1000 == 0 {
+			checkSummary(t, s)
+		}
+	}
+	checkSummary(t, s)
+}
+
+func checkSummary(t *testing.T, s *summary) {
+	t.Helper()
+	indexed := 0
+	for i, x := range s.index {
+		if x.x == 0 {
+			continue
+		}
+		indexed++
+		e := &s.entries[x.x-1]
+		if e.count == 0 || e.hash != x.hash {
+			t.Fatalf("slot %d indexes a free entry, or under another hash", i)
+		}
+		if got := s.find(e.hash); got != e {
+			t.Fatalf("find(%x) does not return its entry", e.hash)
+		}
+	}
+	used := 0
+	for i := range s.entries {
+		if s.entries[i].count > 0 {
+			used++
+		}
+		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count != s.entries[i].count {
+			t.Fatalf("pos[%d] = %d but heap[%d] = %+v (count %d)", i, s.pos[i], s.pos[i], n, s.entries[i].count)
+		}
+	}
+	if used != indexed {
+		t.Fatalf("%d entries in use, %d indexed", used, indexed)
+	}
+	for i := 1; i < len(s.heap); i++ {
+		if s.less(i, (i-1)/2) {
+			t.Fatalf("heap order broken at %d", i)
+		}
+	}
+}
+
+// TestBytes checks that the memory held does not grow with the keys.
+func TestBytes(t *testing.T) {
+	tr := tracker(t, Options{})
+	before := tr.Bytes()
+	for i := range 10_000 {
+		tr.Observe(strconv.Itoa(i), Denied, 1, 1)
+	}
+	if after := tr.Bytes(); after != before {
+		t.Errorf("Bytes grew from %d to %d", before, after)
+	}
+	t.Logf("a tracker with the defaults holds %d bytes", before)
+}
+
+// TestSampledAccuracy checks the admitted list of a Set sampling one
+// allowed check in 32 against the exact cost on a Zipf trace: each of the
+// top 10 is within the Space-Saving bound plus 5 standard deviations of
+// the sampling (sqrt(Sample × cost) for unit costs), and the top 3 are
+// the exact top 3.
+func TestSampledAccuracy(t *testing.T) {
+	clk := newClock()
+	set, err := NewSet(Options{Sample: 32, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Configure(map[string]bool{"api": true}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	zipf := rand.NewZipf(rng, 1.2, 1, 99_999)
+	exact := map[string]int64{}
+	var d sluice.Decision
+	const n = 400_000
+	for range n {
+		k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+		exact[k]++
+		c := sluice.Check{Hits: []sluice.Hit{{Zone: "api", Key: k, Limit: sluice.Limit{Rate: 1 << 40, Window: time.Hour}}}, Cost: 1}
+		d.Prepare(1)
+		d.Allowed, d.Hits[0].Allowed, d.Hits[0].Used = true, true, 1
+		set.Observe(c, &d)
+	}
+	snap := set.Tracker("api").Snapshot(10)
+	bound := float64(snap.AdmittedTotal) / float64(snap.Capacity)
+	keys := slices.SortedFunc(func(yield func(string) bool) {
+		for k := range exact {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b string) int { return int(exact[b] - exact[a]) })
+	for i, k := range snap.Admitted {
+		tol := bound + 5*math.Sqrt(32*float64(exact[k.Key]))
+		if diff := math.Abs(float64(k.Count - exact[k.Key])); diff > tol {
+			t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", k.Key, k.Count, exact[k.Key], diff, tol)
+		}
+		if i < 3 && k.Key != keys[i] {
+			t.Errorf("top[%d] = %s, exact top[%d] = %s", i, k.Key, i, keys[i])
+		}
+	}
+	t.Logf("N=%d (sampled total %d), top %s estimate %d exact %d", n, snap.AdmittedTotal, snap.Admitted[0].Key, snap.Admitted[0].Count, exact[snap.Admitted[0].Key])
+}
