@@ -38,13 +38,14 @@ type batchResult struct {
 // Options.Timeout bounds each call from when it is sent, not a check's
 // time in the queue: a Redis that answers every call in time is healthy,
 // however long the queue in front of it (a saturated Redis makes checks
-// wait, it does not make them fail). The queue is bounded by its callers'
-// contexts. When a call does time out, Redis is unhealthy: the checks
+// wait, it does not make them fail), up to Options.MaxQueue checks waiting:
+// past it a check fails at once (errQueueFull). When a call does time out, Redis is unhealthy: the checks
 // queued at that moment fail at once with the same error rather than each
 // waiting for a timeout of its own.
 type coalescer struct {
 	s        *Store
 	maxBatch int
+	maxQueue int
 
 	// free recycles the pendings whose reply was received, with their
 	// channel: one allocation fewer per check. A pending whose caller gave
@@ -58,8 +59,8 @@ type coalescer struct {
 	closed  bool
 }
 
-func newCoalescer(s *Store, maxBatch int) *coalescer {
-	q := &coalescer{s: s, maxBatch: maxBatch}
+func newCoalescer(s *Store, maxBatch, maxQueue int) *coalescer {
+	q := &coalescer{s: s, maxBatch: maxBatch, maxQueue: maxQueue}
 	q.idle.L = &q.mu
 	q.free.New = func() any { return &pending{done: make(chan batchResult, 1)} }
 	return q
@@ -84,6 +85,12 @@ func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 		q.mu.Unlock()
 		q.free.Put(p)
 		return checkReply{}, errClosed
+	}
+	if len(q.queue) >= q.maxQueue {
+		q.mu.Unlock()
+		p.call, p.ctx = nil, nil
+		q.free.Put(p)
+		return checkReply{}, errQueueFull
 	}
 	q.queue = append(q.queue, p)
 	start := q.workers < maxInFlight
@@ -192,3 +199,7 @@ func (q *coalescer) failQueued(err error) {
 
 // errClosed is the error of a check on a closed Store.
 var errClosed = errors.New("the store is closed")
+
+// errQueueFull is the error of a check that found Options.MaxQueue checks
+// waiting for a coalesced call.
+var errQueueFull = errors.New("the queue of checks waiting for Redis is full (Options.MaxQueue)")

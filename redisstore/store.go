@@ -96,7 +96,7 @@ func NewWithScripter(sc Scripter, opts Options) (*Store, error) {
 		scripts: loadScripts(), idPrefix: randomID(),
 	}
 	if o.MaxBatch > 1 {
-		s.batcher = newCoalescer(s, o.MaxBatch)
+		s.batcher = newCoalescer(s, o.MaxBatch, o.MaxQueue)
 	}
 	return s, nil
 }
