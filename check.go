@@ -9,6 +9,13 @@ import (
 	"github.com/sluicehq/sluice/internal/keyname"
 )
 
+// DefaultTimeout is the one default bound on a store call in sluice:
+// redisstore's Options.Timeout, edge's GuardOptions.Timeout and the
+// server's store timeout. A rate limit sits in front of every request it
+// guards; a decision later than this is worth less than the failure
+// policy's answer now.
+const DefaultTimeout = 50 * time.Millisecond
+
 // MaxHits is the largest number of hits in one Check.
 const MaxHits = 16
 

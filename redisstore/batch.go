@@ -54,9 +54,10 @@ type coalescer struct {
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when workers falls to 0
-	queue   []*pending
-	workers int
-	closed  bool
+	queue    []*pending
+	workers  int
+	closed   bool
+	closeErr error // the first call that failed after close began
 }
 
 func newCoalescer(s *Store, maxBatch, maxQueue int) *coalescer {
@@ -67,13 +68,16 @@ func newCoalescer(s *Store, maxBatch, maxQueue int) *coalescer {
 }
 
 // close refuses new checks and waits until every queued one is decided.
-func (q *coalescer) close() {
+// It returns the error of the first call that failed meanwhile: checks
+// that were queued when the Store closed and were not decided.
+func (q *coalescer) close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
 	for q.workers > 0 {
 		q.idle.Wait()
 	}
+	return q.closeErr
 }
 
 // do queues cl and waits for its reply, or for ctx.
@@ -174,6 +178,13 @@ func (q *coalescer) run(batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.s.timeout)
 	defer cancel()
 	replies, errs, err := q.s.decideCalls(ctx, checks)
+	if err != nil {
+		q.mu.Lock()
+		if q.closed && q.closeErr == nil {
+			q.closeErr = err
+		}
+		q.mu.Unlock()
+	}
 	for i, p := range batch {
 		r := batchResult{err: err}
 		if err == nil {

@@ -14,8 +14,8 @@ import (
 const (
 	// DefaultPrefix starts every key the Store writes.
 	DefaultPrefix = "sluice:"
-	// DefaultTimeout bounds each call to Redis.
-	DefaultTimeout = 50 * time.Millisecond
+	// DefaultTimeout bounds each call to Redis: sluice.DefaultTimeout.
+	DefaultTimeout = sluice.DefaultTimeout
 	// DefaultMaxBatch is the default Options.MaxBatch.
 	DefaultMaxBatch = 64
 	// DefaultMaxQueue is the default Options.MaxQueue: at the 50,000 to
@@ -52,13 +52,15 @@ type Options struct {
 	// would otherwise let a key expire before its state is empty. Default:
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
-	// MaxBatch is the most checks one script call decides. Checks that
-	// arrive while earlier calls are under way (at most two) are coalesced
-	// into one call of decide.lua, which decides them one after the other,
-	// each atomically and all or nothing, as if they had been sent one by
-	// one (in a Cluster, one call per hash slot; a check across slots is
-	// never batched). There is no timer: a check that finds a free call is
-	// sent at once. 1 sends one call per check. Default: DefaultMaxBatch.
+	// MaxBatch is the most checks one script call decides. A Store has at
+	// most two coalesced calls under way; checks that arrive meanwhile
+	// queue, and the next free call takes up to MaxBatch of them (in a
+	// Cluster, one call per hash slot among them; a check across slots is
+	// never batched). decide.lua decides a call's checks one after the
+	// other, each atomically and all or nothing, as if they had been sent
+	// one by one. There is no timer: a check that finds a free call is
+	// sent at once. 1 sends one call per check (no queue). Default:
+	// DefaultMaxBatch.
 	MaxBatch int
 	// MaxQueue bounds the checks waiting for a coalesced call (with
 	// MaxBatch > 1): past it a check fails at once with an error wrapping

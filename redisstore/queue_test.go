@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,11 +19,15 @@ type gate struct {
 	redisstore.Scripter
 	entered chan struct{} // one value per call that reached the gate
 	open    chan struct{}
+	fail    bool // calls fail once the gate opens, as if the reply was lost
 }
 
 func (g *gate) EvalSha(ctx context.Context, sha1 string, keys, args []string) ([]int64, error) {
 	g.entered <- struct{}{}
 	<-g.open
+	if g.fail {
+		return nil, errors.New("gate: connection lost")
+	}
 	return g.Scripter.EvalSha(ctx, sha1, keys, args)
 }
 
@@ -81,5 +86,55 @@ func TestMaxQueueOption(t *testing.T) {
 	srv := redistest.Standalone(t)
 	if _, err := redisstore.New(srv.Client(), redisstore.Options{MaxQueue: -1}); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("MaxQueue -1: %v, want ErrInvalid", err)
+	}
+}
+
+// TestCloseReportsUndecidedChecks: Close waits for the checks queued at
+// that moment; when their call fails, Close says so (it returned nil
+// whatever happened), and a second Close says the same.
+func TestCloseReportsUndecidedChecks(t *testing.T) {
+	srv := redistest.Standalone(t)
+	g := &gate{Scripter: redisstore.NewScripter(srv.Client()), entered: make(chan struct{}, 10), open: make(chan struct{}), fail: true}
+	s, err := redisstore.NewWithScripter(g, redisstore.Options{MaxBatch: 2, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := sluice.Limit{Rate: 10, Window: time.Minute}
+	checked := make(chan error, 1)
+	go func() {
+		var d sluice.Decision
+		checked <- s.Check(context.Background(), hit("", "k", l), &d)
+	}()
+	<-g.entered
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// Close has begun once a new check is refused. Until then a probe
+	// queues (or is held at the gate too) and gives up after a
+	// millisecond.
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		var d sluice.Decision
+		err := s.Check(ctx, hit("", "k2", l), &d)
+		cancel()
+		if err != nil && strings.Contains(err.Error(), "closed") {
+			break
+		}
+	}
+	close(g.open)
+	if err := <-checked; !errors.Is(err, sluice.ErrUnavailable) {
+		t.Errorf("the queued check: %v, want ErrUnavailable", err)
+	}
+	err = <-closed
+	if !errors.Is(err, sluice.ErrUnavailable) || !strings.Contains(err.Error(), "connection lost") {
+		t.Errorf("Close() = %v, want ErrUnavailable with the call's error", err)
+	}
+	if again := s.Close(); again != err {
+		t.Errorf("second Close() = %v, want the first's %v", again, err)
+	}
+	// A Store whose checks were all decided closes with nil.
+	ok := newStore(t, srv.Client(), redisstore.Options{})
+	mustCheck(t, ok, hit("", "k", l))
+	if err := ok.Close(); err != nil {
+		t.Errorf("Close of an idle Store: %v", err)
 	}
 }
