@@ -204,7 +204,8 @@ func result(sp spec, r hitReply, now, cost int64, recorded bool) sluice.HitResul
 }
 
 // snapshotState returns the algo state of a snapshot (see the algorithm
-// files in scripts/).
+// files in scripts/). A buckets state's Counts alias s: recording on it
+// changes the reply it was decoded from.
 func snapshotState(code byte, s []int64) algo.State {
 	switch code {
 	case 'w':
