@@ -52,8 +52,8 @@ type coalescer struct {
 	// up is never put back, as the worker may still send on it.
 	free sync.Pool
 
-	mu      sync.Mutex
-	idle    sync.Cond // signalled when workers falls to 0
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when workers falls to 0
 	queue    []*pending
 	workers  int
 	closed   bool
