@@ -14,7 +14,7 @@ import (
 // value means SlidingWindow.
 type Algorithm string
 
-// The algorithms. Their formulas are in DESIGN.md and in package
+// The algorithms. Their formulas are in docs/design.md and in package
 // internal/algo; the conformance suite holds every store to them.
 const (
 	// SlidingWindow is Cloudflare's two-counter estimate: the previous fixed
