@@ -292,12 +292,17 @@ func parsePeriod(p string) (time.Duration, error) {
 }
 
 func formatPeriod(w time.Duration) string {
-	for unit, d := range map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour} {
-		if w == d {
-			return unit
-		}
-	}
 	const day = 24 * time.Hour
+	switch w {
+	case time.Second:
+		return "s"
+	case time.Minute:
+		return "m"
+	case time.Hour:
+		return "h"
+	case day:
+		return "d"
+	}
 	if w > 0 && w%day == 0 {
 		return strconv.FormatInt(int64(w/day), 10) + "d"
 	}
