@@ -50,8 +50,10 @@ func Algos() []Algo {
 	return out[:]
 }
 
-// Lookup returns the algorithm named name; "" is the default, the first of
-// the table (sliding-window). ok is false
+// Default is the algorithm of a limit that names none: sliding-window.
+func Default() Algo { return algos[0] }
+
+// Lookup returns the algorithm named name; "" is the default. ok is false
 // for an unknown name.
 func Lookup(name string) (a Algo, ok bool) {
 	if name == "" {

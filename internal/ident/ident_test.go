@@ -60,7 +60,7 @@ func TestTable(t *testing.T) {
 	if got, want := len(names), 5; got != want {
 		t.Errorf("%d algorithms, want %d", got, want)
 	}
-	if a, ok := Lookup(""); !ok || a.Name != Algos()[0].Name || a.Name != "sliding-window" {
+	if a, ok := Lookup(""); !ok || a.Name != Default().Name || Default().Name != Algos()[0].Name {
 		t.Errorf(`Lookup("") = %q, %v; want the default, first in the table`, a.Name, ok)
 	}
 	if _, ok := Lookup("token-bucket"); ok {
@@ -92,7 +92,7 @@ func TestLimitOf(t *testing.T) {
 			t.Errorf("Algo() = %q, %v", got.Name, ok)
 		}
 	}
-	if got := LimitOf("", time.Second, 0); got.Code != Algos()[0].Code {
+	if got := LimitOf("", time.Second, 0); got.Code != Default().Code {
 		t.Errorf(`LimitOf("") has code %q, want the default's`, got.Code)
 	}
 	if got := LimitOf("nope", time.Second, 0); got.Code != 0 {
