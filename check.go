@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,25 +9,12 @@ import (
 	"github.com/sluicehq/sluice/internal/keyname"
 )
 
-// Errors a caller can branch on with errors.Is. A denial is never an error.
-var (
-	// ErrInvalid marks bad input: a malformed limit, an empty key, a
-	// negative cost, a cost greater than a limit's Rate. Retrying the same
-	// call cannot succeed. The HTTP layer answers it with 400.
-	ErrInvalid = errors.New("sluice: invalid input")
-	// ErrUnavailable marks a store that could not be reached or did not
-	// answer in time. The failure policy decides what happens next.
-	ErrUnavailable = errors.New("sluice: store unavailable")
-	// ErrBadState marks a check that failed on the stored state of one of
-	// its keys: the store answered, but what it holds there is not state
-	// sluice wrote, such as a key of another type under a Redis store's
-	// prefix. It applies to that check alone: the store is healthy and
-	// other keys' checks go on, so it does not wrap ErrUnavailable, and
-	// failure policies and breakers (package edge) do not count it. The
-	// same check fails again until the key expires or is deleted (Reset
-	// deletes it).
-	ErrBadState = errors.New("sluice: bad stored state")
-)
+// DefaultTimeout is the one default bound on a store call in sluice:
+// redisstore's Options.Timeout, edge's GuardOptions.Timeout and the
+// server's store timeout. A rate limit sits in front of every request it
+// guards; a decision later than this is worth less than the failure
+// policy's answer now.
+const DefaultTimeout = 50 * time.Millisecond
 
 // MaxHits is the largest number of hits in one Check.
 const MaxHits = 16
@@ -77,21 +63,21 @@ type Check struct {
 // and names the offending hit.
 func (c Check) Validate() error {
 	if len(c.Hits) == 0 {
-		return fmt.Errorf("%w: check has no hits", ErrInvalid)
+		return invalid("", "check has no hits")
 	}
 	if len(c.Hits) > MaxHits {
-		return fmt.Errorf("%w: check has %d hits, more than %d", ErrInvalid, len(c.Hits), MaxHits)
+		return invalid("", "check has %d hits, more than %d", len(c.Hits), MaxHits)
 	}
 	if c.Cost < 0 {
-		return fmt.Errorf("%w: cost must be >= 0, got %d", ErrInvalid, c.Cost)
+		return invalid("", "cost must be >= 0, got %d", c.Cost)
 	}
 	for i, h := range c.Hits {
 		if err := h.validate(c.Cost); err != nil {
-			return fmt.Errorf("hit %d: %w", i, err)
+			return at(fmt.Sprintf("hit %d", i), err)
 		}
 		for j := range i {
 			if c.Hits[j].state(c.Group) == h.state(c.Group) {
-				return fmt.Errorf("%w: hits %d and %d share state (zone %q, key %s, %s %v)", ErrInvalid, j, i, h.Zone, keyname.Of(h.Key), h.Limit.Algo(), h.Limit.Window)
+				return invalid("", "hits %d and %d share state (zone %q, key %s, %s %v)", j, i, h.Zone, keyname.Of(h.Key), h.Limit.Algo(), h.Limit.Window)
 			}
 		}
 	}
@@ -101,15 +87,15 @@ func (c Check) Validate() error {
 func (h Hit) validate(cost int64) error {
 	switch {
 	case h.Key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalid)
+		return invalid("", "empty key")
 	case len(h.Key) > MaxKeyLen:
-		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalid, len(h.Key), MaxKeyLen)
+		return invalid("", "key of %d bytes is longer than %d", len(h.Key), MaxKeyLen)
 	}
 	if err := h.Limit.Validate(); err != nil {
 		return err
 	}
 	if cost > h.Limit.Rate {
-		return fmt.Errorf("%w: cost %d is greater than the rate of limit %q and could never pass", ErrInvalid, cost, h.Limit.String())
+		return invalid("", "cost %d is greater than the rate of limit %q and could never pass", cost, h.Limit.String())
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,7 +14,7 @@ import (
 // value means SlidingWindow.
 type Algorithm string
 
-// The algorithms. Their formulas are in DESIGN.md and in package
+// The algorithms. Their formulas are in docs/design.md and in package
 // internal/algo; the conformance suite holds every store to them.
 const (
 	// SlidingWindow is Cloudflare's two-counter estimate: the previous fixed
@@ -55,7 +56,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	for _, a := range ident.Algos() {
 		names = append(names, a.Name)
 	}
-	return "", fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
+	return "", invalid("", "unknown algorithm %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // MaxLogRate is the largest Rate a Log limit may have, in every store and
@@ -158,7 +159,7 @@ func (l Limit) Validate() error {
 // validateSlow is Validate's full path: Buckets limits and every error.
 func (l Limit) validateSlow() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: limit %q: %s", ErrInvalid, l.String(), fmt.Sprintf(format, args...))
+		return invalid(fmt.Sprintf("limit %q", l.String()), format, args...)
 	}
 	if l.Rate <= 0 {
 		return bad("rate must be > 0, got %d", l.Rate)
@@ -208,7 +209,7 @@ func (l Limit) validateSlow() error {
 func ParseLimit(s string) (Limit, error) {
 	spec := strings.TrimSpace(s)
 	bad := func(why string) (Limit, error) {
-		return Limit{}, fmt.Errorf("%w: limit %q: %s (want <rate>r/<period>, such as 100r/s, 10r/m or 20r/30s)", ErrInvalid, s, why)
+		return Limit{}, invalid(fmt.Sprintf("limit %q", s), "%s (want <rate>r/<period>, such as 100r/s, 10r/m or 20r/30s)", why)
 	}
 	rateText, period, ok := strings.Cut(spec, "r/")
 	if !ok {
@@ -227,7 +228,9 @@ func ParseLimit(s string) (Limit, error) {
 	}
 	l := Limit{Rate: rate, Window: window}
 	if err := l.Validate(); err != nil {
-		return bad(err.Error())
+		var ie *InvalidError
+		errors.As(err, &ie) // Validate returns nothing else
+		return bad(ie.Reason)
 	}
 	return l, nil
 }
@@ -240,11 +243,11 @@ func ParseLimits(s string) ([]Limit, error) {
 	limits := make([]Limit, 0, len(parts))
 	for i, p := range parts {
 		if strings.TrimSpace(p) == "" {
-			return nil, fmt.Errorf("%w: limits %q: element %d is empty (want comma-separated limits such as \"1r/5s, 5r/h\")", ErrInvalid, s, i+1)
+			return nil, invalid(fmt.Sprintf("limits %q", s), "element %d is empty (want comma-separated limits such as \"1r/5s, 5r/h\")", i+1)
 		}
 		l, err := ParseLimit(p)
 		if err != nil && len(parts) > 1 {
-			return nil, fmt.Errorf("limits %q: element %d: %w", s, i+1, err)
+			return nil, at(fmt.Sprintf("limits %q: element %d", s, i+1), err)
 		}
 		if err != nil {
 			return nil, err

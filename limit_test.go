@@ -261,3 +261,38 @@ func TestAlgorithmsAreTheTable(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidErrorSaysItOnce: a limit that parses but does not validate,
+// alone or in a list, is one *InvalidError whose text carries the
+// package's prefix once (it was doubled: `limit "1r/1500ns": sluice:
+// invalid input: limit ...`), with a field and a reason a client can be
+// shown as they are.
+func TestInvalidErrorSaysItOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name, where, field string
+		parse              func() error
+	}{
+		{"ParseLimit", "", `limit "1r/1500ns"`, func() error { _, err := ParseLimit("1r/1500ns"); return err }},
+		{"ParseLimits", `limits "1r/s, 1r/1500ns": element 2`, `limit " 1r/1500ns"`, func() error { _, err := ParseLimits("1r/s, 1r/1500ns"); return err }},
+		{"Check.Validate", "hit 0", `limit "1r/1.5µs"`, func() error {
+			return Check{Hits: []Hit{{Key: "k", Limit: Limit{Rate: 1, Window: 1500}}}, Cost: 1}.Validate()
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.parse()
+			var ie *InvalidError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ie) {
+				t.Fatalf("error %v: want an *InvalidError that Is ErrInvalid", err)
+			}
+			if n := strings.Count(err.Error(), "invalid input"); n != 1 {
+				t.Errorf("%q says %q %d times", err, "invalid input", n)
+			}
+			if ie.Where != tt.where || ie.Field != tt.field || !strings.HasPrefix(ie.Reason, "window must be a whole number of microseconds") {
+				t.Errorf("Where %q, Field %q, Reason %q; want %q, %q and the window's reason", ie.Where, ie.Field, ie.Reason, tt.where, tt.field)
+			}
+			if got, want := ie.Detail(false), tt.field+": "+ie.Reason; got != want {
+				t.Errorf("Detail(false) = %q, want %q", got, want)
+			}
+		})
+	}
+}

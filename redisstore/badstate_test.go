@@ -59,7 +59,9 @@ func TestBadStateIsNotAnOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := edge.NewGuard(store, edge.GuardOptions{Policy: edge.PolicyClosed, Breaker: breaker})
+		// The Guard's timeout is the store's (testTimeout): a loaded machine
+		// must not make a slow answer read as an outage.
+		g, err := edge.NewGuard(store, edge.GuardOptions{Policy: edge.PolicyClosed, Breaker: breaker, Timeout: testTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,41 +38,46 @@ type batchResult struct {
 // Options.Timeout bounds each call from when it is sent, not a check's
 // time in the queue: a Redis that answers every call in time is healthy,
 // however long the queue in front of it (a saturated Redis makes checks
-// wait, it does not make them fail). The queue is bounded by its callers'
-// contexts. When a call does time out, Redis is unhealthy: the checks
+// wait, it does not make them fail), up to Options.MaxQueue checks waiting:
+// past it a check fails at once (errQueueFull). When a call does time out, Redis is unhealthy: the checks
 // queued at that moment fail at once with the same error rather than each
 // waiting for a timeout of its own.
 type coalescer struct {
 	s        *Store
 	maxBatch int
+	maxQueue int
 
 	// free recycles the pendings whose reply was received, with their
 	// channel: one allocation fewer per check. A pending whose caller gave
 	// up is never put back, as the worker may still send on it.
 	free sync.Pool
 
-	mu      sync.Mutex
-	idle    sync.Cond // signalled when workers falls to 0
-	queue   []*pending
-	workers int
-	closed  bool
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when workers falls to 0
+	queue    []*pending
+	workers  int
+	closed   bool
+	closeErr error // the first call that failed after close began
 }
 
-func newCoalescer(s *Store, maxBatch int) *coalescer {
-	q := &coalescer{s: s, maxBatch: maxBatch}
+func newCoalescer(s *Store, maxBatch, maxQueue int) *coalescer {
+	q := &coalescer{s: s, maxBatch: maxBatch, maxQueue: maxQueue}
 	q.idle.L = &q.mu
 	q.free.New = func() any { return &pending{done: make(chan batchResult, 1)} }
 	return q
 }
 
 // close refuses new checks and waits until every queued one is decided.
-func (q *coalescer) close() {
+// It returns the error of the first call that failed meanwhile: checks
+// that were queued when the Store closed and were not decided.
+func (q *coalescer) close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true
 	for q.workers > 0 {
 		q.idle.Wait()
 	}
+	return q.closeErr
 }
 
 // do queues cl and waits for its reply, or for ctx.
@@ -84,6 +89,12 @@ func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 		q.mu.Unlock()
 		q.free.Put(p)
 		return checkReply{}, errClosed
+	}
+	if len(q.queue) >= q.maxQueue {
+		q.mu.Unlock()
+		p.call, p.ctx = nil, nil
+		q.free.Put(p)
+		return checkReply{}, errQueueFull
 	}
 	q.queue = append(q.queue, p)
 	start := q.workers < maxInFlight
@@ -167,6 +178,13 @@ func (q *coalescer) run(batch []*pending) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.s.timeout)
 	defer cancel()
 	replies, errs, err := q.s.decideCalls(ctx, checks)
+	if err != nil {
+		q.mu.Lock()
+		if q.closed && q.closeErr == nil {
+			q.closeErr = err
+		}
+		q.mu.Unlock()
+	}
 	for i, p := range batch {
 		r := batchResult{err: err}
 		if err == nil {
@@ -192,3 +210,7 @@ func (q *coalescer) failQueued(err error) {
 
 // errClosed is the error of a check on a closed Store.
 var errClosed = errors.New("the store is closed")
+
+// errQueueFull is the error of a check that found Options.MaxQueue checks
+// waiting for a coalesced call.
+var errQueueFull = errors.New("the queue of checks waiting for Redis is full (Options.MaxQueue)")

@@ -38,15 +38,18 @@
 // under way at once, each deciding up to Options.MaxBatch queued checks,
 // one after the other, as if sent one by one. Options.Timeout bounds each
 // call from when it is sent; a call that times out fails the checks queued
-// behind it at once.
+// behind it at once. At most Options.MaxQueue checks wait: past it a check
+// fails at once with sluice.ErrUnavailable.
 //
 // # Errors
 //
 // Check and Reset validate before any round trip (errors wrap
 // sluice.ErrInvalid). If the caller's context is done, its error is
-// returned. Every other failure to obtain a decoded answer wraps
-// sluice.ErrUnavailable (no connection, the timeout, error replies such as
-// LOADING, READONLY, CLUSTERDOWN, OOM, a key of the wrong type under the
-// prefix): the caller's failure policy applies. Requires Redis 6.2 or
+// returned. A check that failed on what one of its keys holds (a key of
+// another type under the prefix) fails alone with sluice.ErrBadState,
+// logged with its keys' digests: Redis is healthy. Every other failure to
+// obtain a decoded answer wraps sluice.ErrUnavailable (no connection, the
+// timeout, a full queue, error replies such as LOADING, READONLY,
+// CLUSTERDOWN, OOM): the caller's failure policy applies. Requires Redis 6.2 or
 // later (ZMSCORE, SET KEEPTTL).
 package redisstore

@@ -14,10 +14,15 @@ import (
 const (
 	// DefaultPrefix starts every key the Store writes.
 	DefaultPrefix = "sluice:"
-	// DefaultTimeout bounds each call to Redis.
-	DefaultTimeout = 50 * time.Millisecond
+	// DefaultTimeout bounds each call to Redis: sluice.DefaultTimeout.
+	DefaultTimeout = sluice.DefaultTimeout
 	// DefaultMaxBatch is the default Options.MaxBatch.
 	DefaultMaxBatch = 64
+	// DefaultMaxQueue is the default Options.MaxQueue: at the 50,000 to
+	// 90,000 decisions/s the README's Redis table measured for one Redis
+	// (2 shared cores), a full queue is 23 to 41 ms of work, less than
+	// DefaultTimeout.
+	DefaultMaxQueue = 2048
 	// DefaultClockPadding is added to every TTL when Options.Now is set.
 	DefaultClockPadding = 10 * time.Second
 )
@@ -47,14 +52,24 @@ type Options struct {
 	// would otherwise let a key expire before its state is empty. Default:
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
-	// MaxBatch is the most checks one script call decides. Checks that
-	// arrive while earlier calls are under way (at most two) are coalesced
-	// into one call of decide.lua, which decides them one after the other,
-	// each atomically and all or nothing, as if they had been sent one by
-	// one (in a Cluster, one call per hash slot; a check across slots is
-	// never batched). There is no timer: a check that finds a free call is
-	// sent at once. 1 sends one call per check. Default: DefaultMaxBatch.
+	// MaxBatch is the most checks one script call decides. A Store has at
+	// most two coalesced calls under way; checks that arrive meanwhile
+	// queue, and the next free call takes up to MaxBatch of them (in a
+	// Cluster, one call per hash slot among them; a check across slots is
+	// never batched). decide.lua decides a call's checks one after the
+	// other, each atomically and all or nothing, as if they had been sent
+	// one by one. There is no timer: a check that finds a free call is
+	// sent at once. 1 sends one call per check (no queue). Default:
+	// DefaultMaxBatch.
 	MaxBatch int
+	// MaxQueue bounds the checks waiting for a coalesced call (with
+	// MaxBatch > 1): past it a check fails at once with an error wrapping
+	// sluice.ErrUnavailable, rather than waiting behind a queue Redis
+	// cannot drain in time. It bounds the queue's memory (a few hundred
+	// bytes per check) and its latency whatever the callers' contexts
+	// allow. Checks already sent are not counted. Default:
+	// DefaultMaxQueue.
+	MaxQueue int
 	// Logger receives the failures the Store cannot return, such as a
 	// refund that could not be made. Default: nil, which discards them.
 	Logger *slog.Logger
@@ -84,6 +99,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatch < 1 {
 		return o, fmt.Errorf("%w: MaxBatch must be >= 1, got %d", sluice.ErrInvalid, o.MaxBatch)
+	}
+	if o.MaxQueue == 0 {
+		o.MaxQueue = DefaultMaxQueue
+	}
+	if o.MaxQueue < 1 {
+		return o, fmt.Errorf("%w: MaxQueue must be >= 1, got %d", sluice.ErrInvalid, o.MaxQueue)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -164,8 +164,10 @@ func (d *decoder) done() error {
 
 // result computes one hit's HitResult from the state the script read,
 // with internal/algo, the code the memory store runs: the script only
-// decides (fits) and writes. recorded tells whether the check's cost was
-// recorded on the hit.
+// decides (fits) and writes. The log is the exception: log.lua replies the
+// usage and RetryAfter it computed from the events it keeps, and the
+// newest event's time; ResetAfter and Remaining are derived here. recorded
+// tells whether the check's cost was recorded on the hit.
 func result(sp spec, r hitReply, now, cost int64, recorded bool) sluice.HitResult {
 	p := sp.params()
 	var used float64
@@ -204,7 +206,8 @@ func result(sp spec, r hitReply, now, cost int64, recorded bool) sluice.HitResul
 }
 
 // snapshotState returns the algo state of a snapshot (see the algorithm
-// files in scripts/).
+// files in scripts/). A buckets state's Counts alias s: recording on it
+// changes the reply it was decoded from.
 func snapshotState(code byte, s []int64) algo.State {
 	switch code {
 	case 'w':

@@ -33,6 +33,7 @@ type Store struct {
 	seq       atomic.Uint64
 	batcher   *coalescer // nil when Options.MaxBatch is 1
 	closeOnce sync.Once
+	closeErr  error // Close's result, set once by closeOnce
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -96,7 +97,7 @@ func NewWithScripter(sc Scripter, opts Options) (*Store, error) {
 		scripts: loadScripts(), idPrefix: randomID(),
 	}
 	if o.MaxBatch > 1 {
-		s.batcher = newCoalescer(s, o.MaxBatch)
+		s.batcher = newCoalescer(s, o.MaxBatch, o.MaxQueue)
 	}
 	return s, nil
 }
@@ -111,18 +112,24 @@ func randomID() string {
 
 // Close waits until the checks already queued for a coalesced call are
 // decided, then closes the client the Store created in Dial (a client or
-// Scripter given to New or NewWithScripter is left open). Checks after Close
-// fail with an error wrapping sluice.ErrUnavailable. Close is idempotent.
+// Scripter given to New or NewWithScripter is left open). If a call of
+// those queued checks failed (Redis did not answer them), Close returns
+// its error, wrapping sluice.ErrUnavailable: the last checks before a
+// shutdown were not decided. Checks after Close fail with an error
+// wrapping sluice.ErrUnavailable. Close is idempotent: later calls return
+// the first one's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		if s.batcher != nil {
-			s.batcher.close()
+			if err := s.batcher.close(); err != nil {
+				s.closeErr = fmt.Errorf("redisstore: close: checks queued at Close were not decided: %w: %w", sluice.ErrUnavailable, err)
+			}
 		}
 		if s.owned != nil {
 			s.owned.Close()
 		}
 	})
-	return nil
+	return s.closeErr
 }
 
 // Check implements sluice.Limiter. It validates c before any round trip

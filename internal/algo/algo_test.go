@@ -33,7 +33,7 @@ func tenPerMinute(algorithm string) Params {
 	return p
 }
 
-// TestTenPerMinute is DESIGN.md's worked example: ten checks at t = 0 pass,
+// TestTenPerMinute is docs/design.md's worked example: ten checks at t = 0 pass,
 // the eleventh is denied with a RetryAfter that depends on the algorithm.
 func TestTenPerMinute(t *testing.T) {
 	wantRetry := map[string]float64{

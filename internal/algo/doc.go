@@ -5,11 +5,14 @@
 // storage differs: log.lua keeps one sorted-set member per check and a
 // running sum (Log merges events of one µs and sums its slice). Refunder is
 // what the scripts do to take back a cost (a check across Cluster slots
-// denied in another slot). redisstore computes every reported figure from
-// the state the scripts read, with this package; its model test holds the
-// scripts' decisions and writes to this package on random traffic, with
-// refunds and a clock that steps back, and the conformance suite holds
-// every store to the contract.
+// denied in another slot). redisstore computes the reported figures from
+// the state the scripts read, with this package, for every algorithm but
+// log: log.lua replies the usage, RetryAfter and newest event it computed
+// from the events it keeps, and redisstore derives Remaining and
+// ResetAfter from them. Its model tests hold the scripts' decisions,
+// figures and writes to this package on random traffic (one check at a
+// time with refunds and a clock that steps back, and coalesced concurrent
+// calls), and the conformance suite holds every store to the contract.
 //
 // # Units
 //

@@ -292,9 +292,9 @@ func stateOf(h sluice.Hit) ident.State {
 }
 
 // stricter returns the limit that holds one counter to both a and b: an
-// enforced one over a shadow one, else the lower rate. A check that passes
-// it passes the other too, so neither descriptor's limit is dropped; the
-// looser descriptor reports the remaining count of the stricter one.
+// enforced one over a shadow one, else the lower rate, which admits the
+// least. Neither descriptor's limit is dropped without a word: the looser
+// descriptor reports the remaining count of the stricter one.
 func stricter(a, b sluice.Limit) sluice.Limit {
 	switch {
 	case a.Shadow != b.Shadow:

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,15 +10,17 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// publicDetail is err's text for an HTTP caller: without the Go package
-// and operation names that errors carry for logs ("memstore: check: ",
-// "httplimit: ", "sluice: invalid input: ") and without hit indexes
-// ("hit 0: "), which name nothing the caller sent. What remains says what
-// was wrong with the request, such as `cost 100 is greater than the rate
-// of limit "3r/m" and could never pass`.
+// publicDetail is err's text for an HTTP caller. Invalid input is the
+// sluice.InvalidError's Detail without its Where (a hit index names
+// nothing the caller sent), such as `cost 100 is greater than the rate of
+// limit "3r/m" and could never pass`. Any other error (a missing key) is
+// its text without the Go package and operation names that errors carry
+// for logs ("memstore: check: ", "httplimit: ").
 func publicDetail(err error) string {
-	text := strings.ReplaceAll(err.Error(), sluice.ErrInvalid.Error()+": ", "")
-	parts := strings.Split(text, ": ")
+	if ie, ok := errors.AsType[*sluice.InvalidError](err); ok {
+		return ie.Detail(false)
+	}
+	parts := strings.Split(err.Error(), ": ")
 	kept := parts[:0]
 	for _, p := range parts {
 		if !internalName(p) {

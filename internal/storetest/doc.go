@@ -22,7 +22,7 @@
 //
 // What it holds every store to:
 //
-//   - the worked examples of DESIGN.md as step tables on a fake Clock, for
+//   - the worked examples of docs/design.md as step tables on a fake Clock, for
 //     every algorithm: a fresh 10r/m admits exactly 10 and denies the 11th
 //     with the algorithm's RetryAfter; Cloudflare's 50r/m example; seed
 //     o1.rate-limiter's "1r/5s, 5r/h" and seed LUA_rateLimiting's shared

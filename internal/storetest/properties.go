@@ -118,7 +118,7 @@ func exactUsed(l sluice.Limit, events []event, now int64) float64 {
 	return float64(sum(events, now-l.Window.Microseconds()+1, now+1))
 }
 
-// modelUsed is DESIGN.md's formula for l's algorithm at now.
+// modelUsed is docs/design.md's formula for l's algorithm at now.
 func modelUsed(l sluice.Limit, events []event, now int64) float64 {
 	w := l.Window.Microseconds()
 	switch l.Algo() {

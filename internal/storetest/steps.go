@@ -50,7 +50,7 @@ func micros(seconds float64) time.Duration {
 }
 
 // testTenPerMinute: a fresh 10r/m admits exactly 10 unit checks at t = 0;
-// the 11th is denied with the RetryAfter of DESIGN.md, which is exact.
+// the 11th is denied with the RetryAfter of docs/design.md, which is exact.
 func testTenPerMinute(t *testing.T, f Factory) {
 	want := map[sluice.Algorithm]struct {
 		retry, reset time.Duration
@@ -80,7 +80,7 @@ func testTenPerMinute(t *testing.T, f Factory) {
 		)
 		l := limit(a, 10, time.Minute)
 		if a == sluice.Buckets {
-			l.Resolution = 10 * time.Second // DESIGN.md's example
+			l.Resolution = 10 * time.Second // docs/design.md's example
 		}
 		runSteps(t, f, l, steps)
 	})

@@ -9,6 +9,18 @@
 // For exact counting, give the client MaxRetries: -1 (the Store's failure
 // handling, not the client, should decide what a failed call means).
 //
+// A *redis.Ring is refused. A Ring places each key on a shard by
+// consistent hashing over the shards that answer its heartbeat, and runs
+// a script on the shard of its first key: the other keys of a multi-hit
+// check then live on a shard that never sees them (a check used up
+// "ip-1"'s limit on one server while "ip-1" alone was still allowed on the
+// other), and a shard that misses a heartbeat moves its keys to another
+// shard, where their usage starts again from zero. Routing by hash tag
+// would fix the first and not the second: a limiter's state must not move
+// when a server blinks. Use a Redis Cluster (redis.ClusterClient), whose
+// slots do not move without a failover that keeps the data, or one Store
+// per server with the keys split by the caller.
+//
 // rueidis (redisstore.Dial or redisstore.New) remains the
 // recommended client: its automatic pipelining gives more decisions per
 // second at 64 concurrent callers (see docs/redis.md).
@@ -16,8 +28,10 @@ package goredis
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -30,12 +44,20 @@ type Scripter struct {
 
 var _ redisstore.Scripter = (*Scripter)(nil)
 
-// New returns a Scripter on c: a *redis.Client, *redis.ClusterClient,
-// *redis.Ring or a failover (Sentinel) client. A *redis.ClusterClient is
-// run in Cluster mode (hits in different hash slots in different calls).
-func New(c redis.Scripter) *Scripter {
+// New returns a Scripter on c: a *redis.Client, *redis.ClusterClient or a
+// failover (Sentinel) client. A *redis.ClusterClient is run in Cluster mode
+// (hits in different hash slots in different calls). A *redis.Ring is
+// refused with an error wrapping sluice.ErrInvalid (see the package doc),
+// as is a nil c.
+func New(c redis.Scripter) (*Scripter, error) {
+	switch c.(type) {
+	case nil:
+		return nil, fmt.Errorf("goredis: %w: nil client", sluice.ErrInvalid)
+	case *redis.Ring:
+		return nil, fmt.Errorf("goredis: %w: a *redis.Ring moves keys between its shards and splits a check's keys across them, so one limit would have several states; use a *redis.ClusterClient", sluice.ErrInvalid)
+	}
 	_, cluster := c.(*redis.ClusterClient)
-	return &Scripter{c: c, cluster: cluster}
+	return &Scripter{c: c, cluster: cluster}, nil
 }
 
 // EvalSha implements redisstore.Scripter. go-redis's NOSCRIPT error reply
@@ -62,7 +84,11 @@ func anys(args []string) []any {
 }
 
 // NewStore returns a redisstore.Store on c with opts. The Store does not
-// close c.
+// close c. c is as New accepts it.
 func NewStore(c redis.Scripter, opts redisstore.Options) (*redisstore.Store, error) {
-	return redisstore.NewWithScripter(New(c), opts)
+	sc, err := New(c)
+	if err != nil {
+		return nil, err
+	}
+	return redisstore.NewWithScripter(sc, opts)
 }

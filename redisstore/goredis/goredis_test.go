@@ -1,7 +1,9 @@
 package goredis_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,4 +47,23 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		storetest.Run(t, factory(c))
 	})
+}
+
+// TestRingRefused: a *redis.Ring over two real servers is refused with
+// ErrInvalid. Accepted, it split a key's state: after a two-hit check used
+// up "ip-1"'s 3r/h on the shard of its first key, a one-hit check of
+// "ip-1", run on "ip-1"'s own shard, was still allowed.
+func TestRingRefused(t *testing.T) {
+	a, b := redistest.Standalone(t), redistest.Standalone(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	t.Cleanup(func() { ring.Close() })
+	if _, err := goredis.NewStore(ring, redisstore.Options{}); !errors.Is(err, sluice.ErrInvalid) || !strings.Contains(err.Error(), "Ring") {
+		t.Errorf("NewStore(ring) = %v, want ErrInvalid naming the Ring", err)
+	}
+	if _, err := goredis.New(ring); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("New(ring) = %v, want ErrInvalid", err)
+	}
+	if _, err := goredis.New(nil); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("New(nil) = %v, want ErrInvalid", err)
+	}
 }
