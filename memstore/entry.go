@@ -64,12 +64,12 @@ func digest(sum *[idSum]byte, group, zone, key string) {
 	h.Sum(sum[:0])
 }
 
-// entry is one stored state and its identity. Entries whose identities
-// hash alike are chained.
+// entry is one stored state's identity and deadline. Each algorithm's
+// state follows it in the same allocation (see the entry types below), so
+// a lookup touches the shard's slot and one object; the state is reached
+// by the algorithm code, without an interface value in every entry.
 type entry struct {
 	expires   int64 // µs since the epoch: the last Record's now + ResetAfter
-	state     algo.State
-	next      *entry // the next entry with the same hash
 	window    int64
 	bucket    int64
 	zoneLen   int32
@@ -82,8 +82,8 @@ type entry struct {
 
 // setID stores k's identity in e, copying its strings: a stored state never
 // pins the caller's (possibly much larger) buffers.
-func (e *entry) setID(k stateKey) {
-	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
+func (e *entry) setID(k *stateKey) {
+	e.window, e.bucket = k.window, k.bucket // e.algorithm was set by newEntry
 	e.zoneLen, e.groupLen = int32(len(k.zone)), int32(len(k.group))
 	n := len(k.group) + len(k.zone) + len(k.key)
 	switch {
@@ -117,8 +117,9 @@ func (e *entry) is(k *stateKey) bool {
 	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
 }
 
-// The entry types keep each algorithm's state in the entry's allocation,
-// so a lookup touches one object.
+// The entry types keep each algorithm's state in the entry's allocation.
+// The entry is each type's first field, so a *entry made by newEntry is
+// also a pointer to its typed entry (see the state accessors).
 type (
 	windowEntry struct {
 		entry
@@ -143,27 +144,47 @@ type (
 )
 
 // newEntry returns an entry, without identity, holding the empty state of
-// an algorithm.
+// an algorithm. Every entry is made here: the state accessors rely on it.
 func newEntry(algorithm uint8) *entry {
+	var e *entry
 	switch algorithm {
 	case codeBuckets:
-		e := new(bucketsEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(bucketsEntry).entry
 	case codeLog:
-		e := new(logEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(logEntry).entry
 	case codeDecay:
-		e := new(decayEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(decayEntry).entry
 	case codeGCRA:
-		e := new(gcraEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(gcraEntry).entry
+	default:
+		e = &new(windowEntry).entry
 	}
-	e := new(windowEntry)
-	e.state = &e.s
-	return &e.entry
+	e.algorithm = algorithm
+	return e
+}
+
+// windowState returns the sliding-window state of an entry made by
+// newEntry(codeWindow); gcraState likewise for codeGCRA. The conversion is
+// the one from a struct's first field to the struct.
+func (e *entry) windowState() *algo.Window {
+	return &(*windowEntry)(unsafe.Pointer(e)).s
+}
+
+func (e *entry) gcraState() *algo.GCRA {
+	return &(*gcraEntry)(unsafe.Pointer(e)).s
+}
+
+// state returns e's algorithm state as an algo.State.
+func (e *entry) state() algo.State {
+	switch e.algorithm {
+	case codeBuckets:
+		return &(*bucketsEntry)(unsafe.Pointer(e)).s
+	case codeLog:
+		return &(*logEntry)(unsafe.Pointer(e)).s
+	case codeDecay:
+		return &(*decayEntry)(unsafe.Pointer(e)).s
+	case codeGCRA:
+		return e.gcraState()
+	}
+	return e.windowState()
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -162,7 +164,7 @@ func TestBoundedUnderFlood(t *testing.T) {
 }
 
 // TestIdleStateExpires: states past their reset deadline are swept by later
-// traffic, and the map is rebuilt once it has shrunk.
+// traffic, and the table is rebuilt once it has shrunk.
 func TestIdleStateExpires(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	s := newStore(t, Options{Shards: 1, Now: func() time.Time { return now }})
@@ -187,8 +189,8 @@ func TestIdleStateExpires(t *testing.T) {
 	if st := s.Stats(); st.Expired < 4900 || st.Evictions != 0 {
 		t.Errorf("stats %+v, want about 5000 expired, no evictions", st)
 	}
-	if peak := s.shards[0].peak; peak > 1000 {
-		t.Errorf("map not rebuilt: peak still %d", peak)
+	if n := len(s.shards[0].slots); n > 1024 {
+		t.Errorf("table not rebuilt: still %d slots", n)
 	}
 }
 
@@ -259,26 +261,90 @@ func TestDefaultClock(t *testing.T) {
 }
 
 // TestDecideOneIsDecide holds decideOne, the single-hit fast path with its
-// own copy of the all-or-nothing rule for the sliding window, to
-// algo.Decide: on random traffic (costs 0–3, shadow and not) both decide
-// the same and leave the same state.
+// own copy of the all-or-nothing rule, to algo.Decide: for every algorithm,
+// on random traffic (costs 0–3, shadow and not) both decide the same and
+// leave the same state.
 func TestDecideOneIsDecide(t *testing.T) {
-	p := algo.Params{Rate: 20, Window: 10_000_000, Bucket: 10_000_000}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, shadow := range []bool{false, true} {
-		var fast, ref algo.Window
-		now := int64(1_700_000_000_000_000)
-		for i := range 20_000 {
-			now += rng.Int64N(200_000)
-			cost := rng.Int64N(4)
-			var o algo.Outcome
-			allowed, shadowed := decideOne(&fast, p, shadow, &o, now, cost)
-			out := make([]algo.Outcome, 1)
-			wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: &ref, Params: p, Shadow: shadow}}, out, now, cost)
-			if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || fast != ref {
-				t.Fatalf("check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
-					i, shadow, cost, allowed, shadowed, o, fast, wantAllowed, wantShadowed, out[0], ref)
+	for _, a := range sluice.Algorithms() {
+		l := sluice.Limit{Rate: 20, Window: 10 * time.Second, Algorithm: a}
+		p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, shadow := range []bool{false, true} {
+			fast, ref := newEntry(algoCode(a)), algo.New(string(a))
+			now := int64(1_700_000_000_000_000)
+			for i := range 20_000 {
+				now += rng.Int64N(200_000)
+				cost := rng.Int64N(4)
+				var o algo.Outcome
+				allowed, shadowed := decideOne(fast, p, shadow, &o, now, cost)
+				out := make([]algo.Outcome, 1)
+				wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: ref, Params: p, Shadow: shadow}}, out, now, cost)
+				if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || !reflect.DeepEqual(fast.state(), ref) {
+					t.Fatalf("%s: check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
+						a, i, shadow, cost, allowed, shadowed, o, fast.state(), wantAllowed, wantShadowed, out[0], ref)
+				}
 			}
 		}
+	}
+}
+
+// TestCommonOneIsValid: the single-hit shortcut never accepts a check that
+// Check.Validate refuses, and finds the algorithm code algoCode finds, on
+// checks built from edge values of every field.
+func TestCommonOneIsValid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	pick := func(vs ...int64) int64 { return vs[rng.IntN(len(vs))] }
+	algos := []sluice.Algorithm{"", sluice.SlidingWindow, sluice.Buckets, sluice.Log, sluice.Decay, sluice.GCRA, "nope", "Log"}
+	keys := []string{"", "k", strings.Repeat("k", sluice.MaxKeyLen), strings.Repeat("k", sluice.MaxKeyLen+1)}
+	accepted := 0
+	for range 200_000 {
+		l := sluice.Limit{
+			Rate:       pick(-1, 0, 1, 7, sluice.MaxLogRate, sluice.MaxLogRate+1, sluice.MaxRate, sluice.MaxRate+1),
+			Window:     time.Duration(pick(-1, 0, 1, 1000, 999_999, int64(time.Second), int64(10*time.Second)+1, int64(sluice.MaxWindow), int64(sluice.MaxWindow)+1000)),
+			Algorithm:  algos[rng.IntN(len(algos))],
+			Resolution: time.Duration(pick(0, -1000, 1, 1000, 1500, int64(time.Millisecond), int64(time.Second), int64(10*time.Second))),
+		}
+		c := sluice.Check{Hits: []sluice.Hit{{Key: keys[rng.IntN(len(keys))], Limit: l}}, Cost: pick(-1, 0, 1, 7, sluice.MaxLogRate+1, sluice.MaxRate)}
+		if rng.IntN(20) == 0 {
+			c.Hits = append(c.Hits, sluice.Hit{Key: "other", Limit: l})
+		}
+		code, ok := commonOne(&c)
+		if !ok {
+			continue
+		}
+		accepted++
+		if err := c.Validate(); err != nil {
+			t.Fatalf("commonOne accepts %+v, which Validate refuses: %v", c, err)
+		}
+		if want := algoCode(l.Algo()); code != want {
+			t.Fatalf("commonOne(%+v) = code %d, want %d", c, code, want)
+		}
+	}
+	if accepted < 1000 {
+		t.Fatalf("commonOne accepted only %d checks: the test draws too few valid ones", accepted)
+	}
+}
+
+// TestZeroStore: the zero Store is usable, with the default options.
+func TestZeroStore(t *testing.T) {
+	var s Store
+	lim := sluice.Limit{Rate: 1, Window: time.Hour}
+	var d sluice.Decision
+	c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 1}
+	for i, want := range []bool{true, false} {
+		if err := s.Check(context.Background(), c, &d); err != nil || d.Allowed != want {
+			t.Fatalf("check %d: %v, allowed %v, want %v", i, err, d.Allowed, want)
+		}
+	}
+	if got := len(s.shards); got != DefaultShards {
+		t.Errorf("%d shards, want %d", got, DefaultShards)
+	}
+	var r Store
+	if err := r.Reset(context.Background(), c); err != nil {
+		t.Errorf("Reset of a zero Store: %v", err)
+	}
+	var st Store
+	if got := st.Stats(); got != (Stats{}) {
+		t.Errorf("Stats of a zero Store = %+v", got)
 	}
 }

@@ -46,16 +46,17 @@ func (b *workset) prepare(s *Store, c sluice.Check) int {
 			// interface would make every caller's Hits escape.
 			digest(&b.sums[i], strings.Clone(c.Group), h.Zone, h.Key)
 		}
-		b.hashes[i] = stateHash(kh, b.key(i, c.Group))
+		k := b.key(i, c.Group)
+		b.hashes[i] = stateHash(kh, &k)
 		b.addShard(b.shard[i])
 	}
 	return b.n
 }
 
-// key returns hit i's identity in group (the check's), built on the fly: a
-// A workset is zeroed for every check, so the smaller the better. (Holding
-// c.Hits or c.Group would make every caller's Hits escape: b.hits reach
-// algo.Decide's interfaces.)
+// key returns hit i's identity in group (the check's), built on the fly
+// rather than kept: a workset is zeroed for every check, so the smaller the
+// better. (Holding c.Hits or c.Group would make every caller's Hits
+// escape: b.hits reach algo.Decide's interfaces.)
 func (b *workset) key(i int, group string) stateKey {
 	p := &b.hits[i].Params
 	k := stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
@@ -107,7 +108,7 @@ func (b *workset) load(s *Store, group string) {
 			e = newEntry(b.algos[i])
 		}
 		b.entries[i] = e
-		b.hits[i].State = e.state
+		b.hits[i].State = e.state()
 	}
 }
 
@@ -115,7 +116,8 @@ func (b *workset) load(s *Store, group string) {
 // the states that were new. Shards must be locked.
 func (b *workset) store(s *Store, group string, now int64) {
 	for i := range b.n {
-		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i, group), now+b.out[i].ResetAfter, now)
+		k := b.key(i, group)
+		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], &k, now+b.out[i].ResetAfter, now)
 	}
 }
 
@@ -136,7 +138,7 @@ func (s *Store) keyHash(group, zone, key string) uint64 {
 // stateHash extends a key hash with the limit's identity and mixes the
 // result (MurmurHash3's finalizer). Equal hashes are told apart by the
 // entries' keys, so a collision costs time, never correctness.
-func stateHash(kh uint64, k stateKey) uint64 {
+func stateHash(kh uint64, k *stateKey) uint64 {
 	h := kh ^ uint64(k.window)*0xC2B2AE3D27D4EB4F ^ uint64(k.bucket)*0x165667B19E3779F9 ^ uint64(k.algorithm)<<59
 	h ^= h >> 33
 	h *= 0xFF51AFD7ED558CCD
