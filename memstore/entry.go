@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"crypto/sha256"
-	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
@@ -40,18 +39,6 @@ const (
 	maxWhole = 64
 	idSum    = sha256.Size // == inlineID: a digest fits the inline array
 )
-
-// identity returns k with its digest set when group, zone and key are too
-// long to keep whole, written into sum.
-func identity(k stateKey, sum *[idSum]byte) stateKey {
-	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
-		// A copy of the group: the caller's Check.Group reaching the
-		// hash's interface would make the caller's Hits escape.
-		digest(sum, strings.Clone(k.group), k.zone, k.key)
-		k.sum = sum
-	}
-	return k
-}
 
 // digest writes the SHA-256 of group, zone and key, one after the other,
 // into sum, without copying or allocating. (The group's and zone's lengths
@@ -110,9 +97,10 @@ func (e *entry) is(k *stateKey) bool {
 	g := int(e.groupLen)
 	z := g + int(e.zoneLen)
 	if e.inlineLen > 0 {
+		// The lengths are equal: compare only what is not empty.
 		n := int(e.inlineLen)
-		return n == z+len(k.key) && string(e.inline[:g]) == k.group &&
-			string(e.inline[g:z]) == k.zone && string(e.inline[z:n]) == k.key
+		return n == z+len(k.key) && (g == 0 || string(e.inline[:g]) == k.group) &&
+			(z == g || string(e.inline[g:z]) == k.zone) && string(e.inline[z:n]) == k.key
 	}
 	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
 }

@@ -94,18 +94,13 @@ func (sh *shard) removeAt(i uint64) {
 	}
 }
 
-// tick counts one check on the shard and sweeps every sweepEvery checks:
+// sweep runs every sweepEvery checks on the shard (see Store.tick):
 // from where the last sweep stopped it examines sweepScan states, and
 // goes on by sweepScan more, up to sweepMax, while every state it met had
 // expired (as after a flood of one-off keys), never visiting more than
 // sweepSlots slots. A table left mostly empty is then rebuilt smaller. It
 // returns the number of expired states dropped. sh.mu must be held.
-func (sh *shard) tick(now int64) int {
-	sh.ops++
-	if sh.ops < sweepEvery {
-		return 0
-	}
-	sh.ops = 0
+func (sh *shard) sweep(now int64) int {
 	mask := uint32(len(sh.slots) - 1)
 	dropped, met, budget := 0, 0, sweepScan
 	for range min(sweepSlots, len(sh.slots)) {

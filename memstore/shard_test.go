@@ -98,8 +98,7 @@ func TestTableModel(t *testing.T) {
 				delete(model, name)
 			}
 		default: // sweep
-			sh.ops = sweepEvery - 1
-			sh.tick(now)
+			sh.sweep(now)
 			for name, st := range model {
 				if st.e.expires <= now && sh.find(st.hash, &st.k) == nil {
 					delete(model, name)

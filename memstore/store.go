@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,7 +193,13 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 		p.Bucket = int64(l.Bucket() / time.Microsecond)
 	}
 	var sum [idSum]byte
-	k := identity(stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: code}, &sum)
+	k := stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: code}
+	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+		// A copy of the group: the caller's Check.Group reaching the
+		// hash's interface would make the caller's Hits escape.
+		digest(&sum, strings.Clone(c.Group), h.Zone, h.Key)
+		k.sum = &sum
+	}
 	kh := s.keyHash(c.Group, h.Zone, h.Key)
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
 	shadow := c.Shadow || l.Shadow
@@ -263,9 +270,17 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// tick lets a locked shard sweep a little; see shard.tick.
+// tick counts one check on a locked shard and lets it sweep every
+// sweepEvery checks; see shard.sweep.
 func (s *Store) tick(sh *shard, now int64) {
-	if n := sh.tick(now); n > 0 {
+	if sh.ops++; sh.ops >= sweepEvery {
+		s.sweep(sh, now)
+	}
+}
+
+func (s *Store) sweep(sh *shard, now int64) {
+	sh.ops = 0
+	if n := sh.sweep(now); n > 0 {
 		s.expired.Add(uint64(n))
 	}
 }
@@ -305,19 +320,27 @@ func fill(d *sluice.Decision, hits []algo.Hit, out []algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// micros reads the clock in µs since the epoch.
+// micros reads the clock in µs since the epoch. The common case, the
+// anchored system clock within anchorTTL of its anchor, is small enough to
+// inline into a check.
 func (s *Store) micros() int64 {
+	if s.now == nil {
+		a := s.anchor.Load()
+		if since := time.Since(a.wall); since < anchorTTL {
+			return a.micros + int64(since/time.Microsecond)
+		}
+	}
+	return s.microsSlow()
+}
+
+// microsSlow is micros with Options.Now, or with an anchor to renew.
+func (s *Store) microsSlow() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
 	}
-	a := s.anchor.Load()
-	since := time.Since(a.wall)
-	if since >= anchorTTL {
-		a = newAnchor()
-		s.anchor.Store(a)
-		since = 0
-	}
-	return a.micros + int64(since/time.Microsecond)
+	a := newAnchor()
+	s.anchor.Store(a)
+	return a.micros
 }
 
 // anchorTTL is how long the default clock trusts the monotonic clock
