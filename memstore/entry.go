@@ -5,22 +5,19 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
-// stateKey identifies one state: the fields by which two sluice.Hits share
-// state, the check's Group included (as in redisstore, where the group is
-// the hash tag). Lookups build it from the caller's strings, without
-// copying.
+// stateKey is one state's identity: ident.State, the one definition of
+// "the same state" every store shares (zone, key, the check's group,
+// algorithm, window, bucket length), and the digest of its group, zone and
+// key when they are too long to keep whole (see below). Lookups build it
+// from the caller's strings, without copying.
 type stateKey struct {
-	group     string
-	zone, key string
+	ident.State
 	// sum is the digest of group, zone and key when together they are
-	// longer than maxWhole (see identity), else nil. It points into the
-	// caller's stack.
-	sum       *[idSum]byte
-	window    int64 // µs
-	bucket    int64 // µs
-	algorithm uint8 // see algoCode
+	// longer than maxWhole, else nil. It points into the caller's stack.
+	sum *[idSum]byte
 }
 
 // An entry keeps its state's group, zone and key in one of three ways, by
@@ -70,25 +67,25 @@ type entry struct {
 // setID stores k's identity in e, copying its strings: a stored state never
 // pins the caller's (possibly much larger) buffers.
 func (e *entry) setID(k *stateKey) {
-	e.window, e.bucket = k.window, k.bucket // e.algorithm was set by newEntry
-	e.zoneLen, e.groupLen = int32(len(k.zone)), int32(len(k.group))
-	n := len(k.group) + len(k.zone) + len(k.key)
+	e.window, e.bucket = k.Limit.Window, k.Limit.Bucket // e.algorithm was set by newEntry
+	e.zoneLen, e.groupLen = int32(len(k.Zone)), int32(len(k.Group))
+	n := len(k.Group) + len(k.Zone) + len(k.Key)
 	switch {
 	case k.sum != nil:
 		e.inline = *k.sum
 	case n <= inlineID:
-		g := copy(e.inline[:], k.group)
-		copy(e.inline[g+copy(e.inline[g:], k.zone):], k.key)
+		g := copy(e.inline[:], k.Group)
+		copy(e.inline[g+copy(e.inline[g:], k.Zone):], k.Key)
 		e.inlineLen = uint8(n) // keys are never empty, so n > 0
 	default:
-		e.long = k.group + k.zone + k.key
+		e.long = k.Group + k.Zone + k.Key
 	}
 }
 
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
-	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm ||
-		int(e.zoneLen) != len(k.zone) || int(e.groupLen) != len(k.group) {
+	if e.window != k.Limit.Window || e.bucket != k.Limit.Bucket || e.algorithm != k.Limit.Code ||
+		int(e.zoneLen) != len(k.Zone) || int(e.groupLen) != len(k.Group) {
 		return false
 	}
 	if k.sum != nil {
@@ -99,10 +96,10 @@ func (e *entry) is(k *stateKey) bool {
 	if e.inlineLen > 0 {
 		// The lengths are equal: compare only what is not empty.
 		n := int(e.inlineLen)
-		return n == z+len(k.key) && (g == 0 || string(e.inline[:g]) == k.group) &&
-			(z == g || string(e.inline[g:z]) == k.zone) && string(e.inline[z:n]) == k.key
+		return n == z+len(k.Key) && (g == 0 || string(e.inline[:g]) == k.Group) &&
+			(z == g || string(e.inline[g:z]) == k.Zone) && string(e.inline[z:n]) == k.Key
 	}
-	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
+	return len(e.long) == z+len(k.Key) && e.long[:g] == k.Group && e.long[g:z] == k.Zone && e.long[z:] == k.Key
 }
 
 // The entry types keep each algorithm's state in the entry's allocation.

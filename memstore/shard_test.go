@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // TestHashCollisions drives a shard's table directly: distinct states
@@ -15,7 +17,7 @@ func TestHashCollisions(t *testing.T) {
 	keys := make([]stateKey, 4)
 	entries := make([]*entry, 4)
 	for i := range keys {
-		keys[i] = stateKey{key: fmt.Sprint("k", i), window: 1}
+		keys[i] = stateKey{State: ident.State{Key: fmt.Sprint("k", i), Limit: ident.Limit{Code: codeWindow, Window: 1}}}
 		entries[i] = newEntry(codeWindow)
 		entries[i].setID(&keys[i])
 		entries[i].expires = int64(100 + i)
@@ -48,7 +50,7 @@ func TestHashCollisions(t *testing.T) {
 	}
 	// At the bound again, an insert drops the expired entry (k1, at 101)
 	// rather than evicting a live one.
-	k4 := stateKey{key: "k4", window: 1}
+	k4 := stateKey{State: ident.State{Key: "k4", Limit: ident.Limit{Code: codeWindow, Window: 1}}}
 	e4 := newEntry(codeWindow)
 	e4.setID(&k4)
 	e4.expires = 1000
@@ -83,7 +85,7 @@ func TestTableModel(t *testing.T) {
 			if _, ok := model[name]; ok {
 				break
 			}
-			st := stored{hash: rng.Uint64N(64) * 0x9E3779B97F4A7C15, k: stateKey{key: name, window: 1}}
+			st := stored{hash: rng.Uint64N(64) * 0x9E3779B97F4A7C15, k: stateKey{State: ident.State{Key: name, Limit: ident.Limit{Code: codeWindow, Window: 1}}}}
 			if rng.IntN(4) == 0 {
 				st.hash = uint64(rng.IntN(8)) // clustered low hashes
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // DefaultMaxKeys is the number of states a Store holds at most unless
@@ -153,7 +154,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 // Check.Validate accepts, and returns its hit's algorithm code. It never
 // accepts what Validate refuses (TestCommonOneIsValid); what it does not
 // accept, Validate judges. It spares the common check Validate's copies of
-// the check and the hit, and a second switch on the algorithm's name.
+// the check and the hit, and a second lookup of the algorithm's name.
 func commonOne(c *sluice.Check) (code uint8, ok bool) {
 	if len(c.Hits) != 1 {
 		return 0, false
@@ -165,6 +166,9 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 		l.Window <= 0 || l.Window > sluice.MaxWindow || l.Window%time.Microsecond != 0 {
 		return 0, false
 	}
+	// A switch on the name rather than ident.Lookup, which copies the
+	// table's entry: measurably slower on this path. TestCodesAreIdent
+	// and TestCommonOneIsValid hold the switch to the table.
 	switch l.Algorithm {
 	case "", sluice.SlidingWindow:
 		return codeWindow, true
@@ -187,13 +191,9 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	h := &c.Hits[0]
 	l := &h.Limit
-	p := algo.Params{Rate: l.Rate, Window: int64(l.Window / time.Microsecond)}
-	p.Bucket = p.Window
-	if code == codeBuckets {
-		p.Bucket = int64(l.Bucket() / time.Microsecond)
-	}
+	k := keyOf(c, 0, code)
+	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
 	var sum [idSum]byte
-	k := stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: code}
 	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
 		// A copy of the group: the caller's Check.Group reaching the
 		// hash's interface would make the caller's Hits escape.
@@ -217,6 +217,19 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	}
 	sh.mu.Unlock()
 	fillOne(d, shadow, p.Rate, &o)
+}
+
+// keyOf returns the identity of c's hit i, whose algorithm code is code,
+// without its digest: ident.State as package ident builds it, without
+// looking the algorithm up again (TestIdentityIsIdent).
+func keyOf(c *sluice.Check, i int, code byte) stateKey {
+	h := &c.Hits[i]
+	w := int64(h.Limit.Window / time.Microsecond)
+	b := w
+	if code == codeBuckets {
+		b = int64(h.Limit.Bucket() / time.Microsecond)
+	}
+	return stateKey{State: ident.State{Zone: h.Zone, Key: h.Key, Group: c.Group, Limit: ident.Limit{Code: code, Window: w, Bucket: b}}}
 }
 
 // decideOne is algo.Decide for one hit on e's state: the sliding window

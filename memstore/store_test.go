@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 func newStore(t testing.TB, opts Options) *Store {
@@ -270,7 +271,8 @@ func TestDecideOneIsDecide(t *testing.T) {
 		p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, shadow := range []bool{false, true} {
-			fast, ref := newEntry(algoCode(a)), algo.New(string(a))
+			table, _ := ident.Lookup(string(a))
+			fast, ref := newEntry(table.Code), table.New()
 			now := int64(1_700_000_000_000_000)
 			for i := range 20_000 {
 				now += rng.Int64N(200_000)
@@ -346,5 +348,76 @@ func TestZeroStore(t *testing.T) {
 	var st Store
 	if got := st.Stats(); got != (Stats{}) {
 		t.Errorf("Stats of a zero Store = %+v", got)
+	}
+}
+
+// TestCodesAreIdent: memstore's algorithm codes are the table's, and each
+// code's entry holds the state the table's constructor makes.
+func TestCodesAreIdent(t *testing.T) {
+	codes := map[byte]bool{codeWindow: true, codeBuckets: true, codeLog: true, codeDecay: true, codeGCRA: true}
+	for _, a := range ident.Algos() {
+		if !codes[a.Code] {
+			t.Errorf("algorithm %s: code %q has no memstore constant", a.Name, a.Code)
+		}
+		delete(codes, a.Code)
+		if got := algoCode(sluice.Algorithm(a.Name)); got != a.Code {
+			t.Errorf("algoCode(%s) = %q, want %q", a.Name, got, a.Code)
+		}
+		e := newEntry(a.Code)
+		if got, want := reflect.TypeOf(e.state()), reflect.TypeOf(a.New()); got != want {
+			t.Errorf("algorithm %s: entry holds %v, the table makes %v", a.Name, got, want)
+		}
+	}
+	if len(codes) > 0 {
+		t.Errorf("memstore codes not in the table: %v", codes)
+	}
+}
+
+// TestIdentityIsIdent: the identity a check looks its state up by is the
+// shared ident.State, built as package ident documents, for hits of every
+// algorithm, zone, group and bucket length; and an entry holding it tells
+// apart every identity that differs in one field.
+func TestIdentityIsIdent(t *testing.T) {
+	for _, a := range sluice.Algorithms() {
+		for _, res := range []time.Duration{0, 6 * time.Second} {
+			for _, group := range []string{"", "g"} {
+				h := sluice.Hit{Zone: "z", Key: "k", Limit: sluice.Limit{Rate: 5, Window: time.Minute, Algorithm: a, Resolution: res}}
+				c := sluice.Check{Hits: []sluice.Hit{h}, Group: group, Cost: 1}
+				if c.Validate() != nil {
+					continue
+				}
+				want := ident.State{Zone: h.Zone, Key: h.Key, Group: group,
+					Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}
+				if got := keyOf(&c, 0, algoCode(h.Limit.Algo())); got.State != want {
+					t.Errorf("%s, resolution %v, group %q: identity %+v, want %+v", a, res, group, got.State, want)
+				}
+				var b workset
+				b.prepare(newStore(t, Options{}), c)
+				if got := b.key(0, group); got.State != want {
+					t.Errorf("%s, resolution %v, group %q: multi-hit identity %+v, want %+v", a, res, group, got.State, want)
+				}
+			}
+		}
+	}
+	base := stateKey{State: ident.State{Zone: "z", Key: "k", Group: "g", Limit: ident.Limit{Code: codeBuckets, Window: 60, Bucket: 6}}}
+	e := newEntry(codeBuckets)
+	e.setID(&base)
+	if !e.is(&base) {
+		t.Fatalf("an entry is not its own identity")
+	}
+	for name, change := range map[string]func(k *stateKey){
+		"zone":      func(k *stateKey) { k.Zone = "y" },
+		"key":       func(k *stateKey) { k.Key = "j" },
+		"group":     func(k *stateKey) { k.Group = "f" },
+		"no group":  func(k *stateKey) { k.Group, k.Zone = "", "gz" },
+		"algorithm": func(k *stateKey) { k.Limit.Code = codeWindow },
+		"window":    func(k *stateKey) { k.Limit.Window = 61 },
+		"bucket":    func(k *stateKey) { k.Limit.Bucket = 5 },
+	} {
+		k := base
+		change(&k)
+		if e.is(&k) {
+			t.Errorf("another %s: the entry takes %+v for %+v", name, k.State, base.State)
+		}
 	}
 }
