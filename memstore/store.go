@@ -191,7 +191,7 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	h := &c.Hits[0]
 	l := &h.Limit
-	k := keyOf(c, 0, code)
+	k := stateKey{State: stateOf(c, 0, code)}
 	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
 	var sum [idSum]byte
 	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
@@ -219,17 +219,18 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	fillOne(d, shadow, p.Rate, &o)
 }
 
-// keyOf returns the identity of c's hit i, whose algorithm code is code,
-// without its digest: ident.State as package ident builds it, without
-// looking the algorithm up again (TestIdentityIsIdent).
-func keyOf(c *sluice.Check, i int, code byte) stateKey {
+// stateOf returns the identity of c's hit i, whose algorithm code is code:
+// ident.State as package ident builds it, without looking the algorithm
+// up again (TestIdentityIsIdent). (Returned, not written through a
+// pointer: that would make the caller's check escape.)
+func stateOf(c *sluice.Check, i int, code byte) ident.State {
 	h := &c.Hits[i]
 	w := int64(h.Limit.Window / time.Microsecond)
 	b := w
 	if code == codeBuckets {
 		b = int64(h.Limit.Bucket() / time.Microsecond)
 	}
-	return stateKey{State: ident.State{Zone: h.Zone, Key: h.Key, Group: c.Group, Limit: ident.Limit{Code: code, Window: w, Bucket: b}}}
+	return ident.State{Zone: h.Zone, Key: h.Key, Group: c.Group, Limit: ident.Limit{Code: code, Window: w, Bucket: b}}
 }
 
 // decideOne is algo.Decide for one hit on e's state: the sliding window
@@ -272,14 +273,11 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 		d.Prepare(1)
 	}
 	d.Hits = d.Hits[:1]
-	d.Hits[0] = sluice.HitResult{
-		Allowed:    o.Allowed,
-		Shadow:     shadow,
-		Used:       o.Used,
-		Remaining:  algo.Remaining(rate, o.Used),
-		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
-	}
+	r := &d.Hits[0] // field by field: a composite literal is built on the stack and copied
+	r.Allowed, r.Shadow, r.Used = o.Allowed, shadow, o.Used
+	r.Remaining = algo.Remaining(rate, o.Used)
+	r.RetryAfter = time.Duration(o.RetryAfter) * time.Microsecond
+	r.ResetAfter = time.Duration(o.ResetAfter) * time.Microsecond
 	d.Conclude(sluice.FromStore)
 }
 
