@@ -191,7 +191,7 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	h := &c.Hits[0]
 	l := &h.Limit
-	k := stateKey{State: stateOf(c, 0, code)}
+	k := stateKey{State: stateOf(h, c.Group, code)}
 	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
 	var sum [idSum]byte
 	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
@@ -219,18 +219,23 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	fillOne(d, shadow, p.Rate, &o)
 }
 
-// stateOf returns the identity of c's hit i, whose algorithm code is code:
-// ident.State as package ident builds it, without looking the algorithm
-// up again (TestIdentityIsIdent). (Returned, not written through a
-// pointer: that would make the caller's check escape.)
-func stateOf(c *sluice.Check, i int, code byte) ident.State {
-	h := &c.Hits[i]
+// stateOf returns the identity of hit h, whose algorithm code is code, in
+// a check of group: ident.State as package ident builds it, without
+// looking the algorithm up again (TestIdentityIsIdent). Small enough to be
+// inlined, so that the identity is built in place. (Returned, not written
+// through a pointer: that would make the caller's check escape.)
+func stateOf(h *sluice.Hit, group string, code byte) ident.State {
 	w := int64(h.Limit.Window / time.Microsecond)
 	b := w
 	if code == codeBuckets {
-		b = int64(h.Limit.Bucket() / time.Microsecond)
+		b = bucketMicros(&h.Limit)
 	}
-	return ident.State{Zone: h.Zone, Key: h.Key, Group: c.Group, Limit: ident.Limit{Code: code, Window: w, Bucket: b}}
+	return ident.State{Zone: h.Zone, Key: h.Key, Group: group, Limit: ident.Limit{Code: code, Window: w, Bucket: b}}
+}
+
+// bucketMicros is a buckets limit's bucket length in µs.
+func bucketMicros(l *sluice.Limit) int64 {
+	return int64(l.Bucket() / time.Microsecond)
 }
 
 // decideOne is algo.Decide for one hit on e's state: the sliding window

@@ -388,7 +388,7 @@ func TestIdentityIsIdent(t *testing.T) {
 				}
 				want := ident.State{Zone: h.Zone, Key: h.Key, Group: group,
 					Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}
-				if got := stateOf(&c, 0, algoCode(h.Limit.Algo())); got != want {
+				if got := stateOf(&c.Hits[0], c.Group, algoCode(h.Limit.Algo())); got != want {
 					t.Errorf("%s, resolution %v, group %q: identity %+v, want %+v", a, res, group, got, want)
 				}
 				var b workset
