@@ -373,28 +373,40 @@ func TestCodesAreIdent(t *testing.T) {
 	}
 }
 
-// TestIdentityIsIdent: the identity a check looks its state up by is the
-// shared ident.State, built as package ident documents, for hits of every
-// algorithm, zone, group and bucket length; and an entry holding it tells
-// apart every identity that differs in one field.
+// TestIdentityIsIdent: the identity a check stores its state under is the
+// shared ident.State, built as package ident documents, for single- and
+// multi-hit checks of every algorithm, with and without a group, zone and
+// bucket length: the state a check created is found under that State's
+// hash and identity. And an entry tells apart every identity that differs
+// from its own in one field.
 func TestIdentityIsIdent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, Options{Now: func() time.Time { return now }})
+	var d sluice.Decision
 	for _, a := range sluice.Algorithms() {
 		for _, res := range []time.Duration{0, 6 * time.Second} {
 			for _, group := range []string{"", "g"} {
-				h := sluice.Hit{Zone: "z", Key: "k", Limit: sluice.Limit{Rate: 5, Window: time.Minute, Algorithm: a, Resolution: res}}
-				c := sluice.Check{Hits: []sluice.Hit{h}, Group: group, Cost: 1}
-				if c.Validate() != nil {
-					continue
-				}
-				want := ident.State{Zone: h.Zone, Key: h.Key, Group: group,
-					Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}
-				if got := stateOf(&c.Hits[0], c.Group, algoCode(h.Limit.Algo())); got != want {
-					t.Errorf("%s, resolution %v, group %q: identity %+v, want %+v", a, res, group, got, want)
-				}
-				var b workset
-				b.prepare(newStore(t, Options{}), c)
-				if got := b.key(0, group); got.State != want {
-					t.Errorf("%s, resolution %v, group %q: multi-hit identity %+v, want %+v", a, res, group, got.State, want)
+				for _, zone := range []string{"", "z"} {
+					h := sluice.Hit{Zone: zone, Key: fmt.Sprint("k-", a, res, group), Limit: sluice.Limit{Rate: 5, Window: time.Minute, Algorithm: a, Resolution: res}}
+					other := sluice.Hit{Zone: zone, Key: h.Key, Limit: sluice.Limit{Rate: 5, Window: time.Hour}}
+					for _, hits := range [][]sluice.Hit{{h}, {h, other}} {
+						c := sluice.Check{Hits: hits, Group: group, Cost: 1}
+						if c.Validate() != nil {
+							continue
+						}
+						if err := s.Reset(context.Background(), c); err != nil {
+							t.Fatal(err)
+						}
+						if err := s.Check(context.Background(), c, &d); err != nil {
+							t.Fatal(err)
+						}
+						want := stateKey{State: ident.State{Zone: h.Zone, Key: h.Key, Group: group,
+							Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}}
+						kh := s.keyHash(group, zone, h.Key)
+						if s.shards[kh&s.mask].find(stateHash(kh, &want), &want) == nil {
+							t.Errorf("%s, resolution %v, group %q, zone %q, %d hits: no state under %+v", a, res, group, zone, len(hits), want.State)
+						}
+					}
 				}
 			}
 		}
