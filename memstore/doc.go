@@ -86,11 +86,11 @@
 // # Memory per key
 //
 // Measured on amd64 (Go 1.26) with 16-byte keys, one limit per key, one
-// recorded check, the key bytes and the map's own overhead included
+// recorded check, the key bytes and the table's own overhead included
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
-// 105 bytes per gcra state, 120 per decay or sliding-window state, 230 per
-// buckets state with the default 10 buckets (8 more bytes per extra bucket)
-// and 135 per log state holding one event, plus about 16 bytes per further
+// 105 bytes per gcra, decay or sliding-window state, 216 per buckets state
+// with the default 10 buckets (8 more bytes per extra bucket) and 120 per
+// log state holding one event, plus about 16 bytes per further
 // distinct recording instant in its window, up to Rate of them. A zone and
 // key of 33 to 64 bytes together add their length; a longer pair nothing,
 // being kept as its digest. Whatever the key, a sliding-window state holds

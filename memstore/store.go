@@ -19,7 +19,7 @@ import (
 // 16-byte keys (see the package doc for memory per key).
 const DefaultMaxKeys = 1_000_000
 
-// DefaultShards is the number of independently locked maps a Store uses
+// DefaultShards is the number of independently locked tables a Store uses
 // unless Options.Shards says otherwise.
 const DefaultShards = 256
 
@@ -37,7 +37,7 @@ type Options struct {
 	// see the package doc for what happens at the bound. Must be >= 0.
 	// Zero means DefaultMaxKeys (1,000,000).
 	MaxKeys int
-	// Shards is the number of independently locked maps, rounded up to a
+	// Shards is the number of independently locked tables, rounded up to a
 	// power of two; it must not exceed MaxKeys. More shards, less lock
 	// contention. Zero means DefaultShards (256), halved while a shard would
 	// hold fewer than 256 keys.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -348,6 +349,29 @@ func TestZeroStore(t *testing.T) {
 	var st Store
 	if got := st.Stats(); got != (Stats{}) {
 		t.Errorf("Stats of a zero Store = %+v", got)
+	}
+	// Goroutines racing to be the first user set it up once (run with
+	// -race): every one of their checks on one key is counted.
+	var z Store
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d sluice.Decision
+			c := sluice.Check{Hits: []sluice.Hit{{Key: "shared", Limit: sluice.Limit{Rate: 100, Window: time.Hour}}}, Cost: 1}
+			for range 10 {
+				if err := z.Check(context.Background(), c, &d); err != nil {
+					t.Errorf("goroutine %d: %v", g, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	peek := sluice.Check{Hits: []sluice.Hit{{Key: "shared", Limit: sluice.Limit{Rate: 100, Window: time.Hour}}}}
+	if err := z.Check(context.Background(), peek, &d); err != nil || d.Hits[0].Used != 40 {
+		t.Errorf("after 4 x 10 checks from a zero Store: %v, used %v, want 40", err, d.Hits[0].Used)
 	}
 }
 
