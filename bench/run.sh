@@ -44,5 +44,5 @@ for r in $(seq "$rounds"); do
 done
 echo "uptime after: $(uptime)" | tee -a "$out/machine-$what.txt"
 
-go run ./cmd/benchtable -metrics 'ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,redis-cpu-µs/op,errors,warmup-errors,B/key,redis-keys/key' \
+go run ./cmd/benchtable -metrics 'ns/op,cpu-ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,redis-cpu-µs/op,errors,warmup-errors,B/key,redis-keys/key' \
   "$out/$what.txt" | tee "$out/$what-tables.md"

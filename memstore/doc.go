@@ -5,10 +5,10 @@
 //
 // # Concurrency
 //
-// States live in Options.Shards maps, each behind its own mutex; a state's
-// shard is chosen by a seeded hash of its group, zone and key, so every
-// limit of one key shares a shard and a multi-limit check on one key takes one lock.
-// A check locks the distinct shards of its hits in ascending order (never
+// States live in Options.Shards hash tables, each behind its own mutex; a
+// state's shard is chosen by a seeded hash of its group, zone and key, so
+// every limit of one key shares a shard and a multi-limit check on one key
+// takes one lock. A check locks the distinct shards of its hits in ascending order (never
 // two checks waiting on each other in a cycle), evaluates every hit with
 // internal/algo.Decide and records only if the whole check is allowed. A
 // check is therefore atomic with respect to every other check and reset,
@@ -17,20 +17,30 @@
 //
 // # Lookups and allocation
 //
-// A shard's map is keyed by a seeded 64-bit hash of the state's identity
-// (the check's Group, zone, key, algorithm, window, bucket: Group is part
-// of the identity, as in redisstore), and each entry keeps its full
-// identity: states whose hashes collide are chained and told apart by it,
-// so a collision costs time, never correctness, and the seed keeps clients
-// from choosing colliding keys. Each algorithm's state lives in the same
-// allocation as its entry, and so do group, zone and key when together they
-// fit in 32 bytes (addresses, user and token IDs): a lookup touches the map
-// and one object. Up to 64 bytes they are kept whole in a string of their own;
-// longer, as their SHA-256 digest (computed on the stack), so that a
+// A state's identity is internal/ident's State, the one every store
+// shares: the check's Group, zone, key, algorithm, window and bucket
+// length (Group is part of it, as in redisstore). A shard is an
+// open-addressing table (linear probing, at most 7/8 full) whose slots hold
+// a seeded 64-bit hash of the identity beside a pointer to the state's
+// entry, and each entry keeps its full identity: a lookup compares hashes
+// in the slot array and then the identity of the one entry whose hash
+// matches, so states whose hashes collide are told apart, a collision costs
+// time, never correctness, and the seed keeps clients from choosing
+// colliding keys. Each algorithm's state lives in the same allocation as
+// its entry, and so do group, zone and key when together they fit in 32
+// bytes (addresses, user and token IDs): a lookup touches the slot array
+// and one object. Up to 64 bytes they are kept whole in a string of their
+// own; longer, as their SHA-256 digest (computed on the stack), so that a
 // state's size does not depend on its key.
 //
-// A check works in fixed arrays of sluice.MaxHits elements on the stack and
-// hashes the caller's strings in place. Checking a key that already has
+// A single-hit check, the common case, takes a path of its own: one pass
+// that validates it (accepting only what sluice.Check.Validate accepts, and
+// leaving anything else to Validate) and finds its algorithm, one hash of
+// group, zone and key, one clock read, one lock, and the algorithm's
+// methods called directly for the sliding window and GCRA.
+//
+// A check of several hits works in fixed arrays of sluice.MaxHits elements
+// on the stack. Every check hashes the caller's strings in place. Checking a key that already has
 // state allocates nothing when the Decision passed in is reused (the log
 // algorithm's event slice aside, which grows to the rate and is then
 // reused). A new key costs its entry, plus one copy of its zone and key
@@ -43,14 +53,14 @@
 // empty again (its ResetAfter); the state's deadline is the latest such
 // instant. Past the deadline the state is equivalent to no state and may be
 // dropped. The store has no janitor goroutine and nothing to close: every
-// 64th check on a shard examines 8 slots of that shard's map from a random
-// position and drops the expired states there, going on 8 slots at a time
-// (up to 64 states) while every state it met had expired, as after a flood
-// of one-off keys. A shard that has shrunk to a quarter of its peak size
-// (of at least 1,024 entries) is rebuilt, because a Go map never returns
-// the memory of deleted entries. Expired
-// states not yet swept are harmless (the algorithms read them as empty) and
-// count toward the bound. A store that receives no checks at all frees
+// 64th check on a shard examines 8 states of that shard's table and drops
+// the expired ones, going on 8 states at a time (up to 64 states, and 256
+// slots) while every state it met had expired, as after a flood of
+// one-off keys. Each sweep starts where the shard's previous one stopped,
+// so sweeps visit the whole table in turn. A table less than 1/8 full is
+// rebuilt half full, so it gives back the memory of a flood that has
+// expired. Expired states not yet swept are harmless (the algorithms read
+// them as empty) and count toward the bound. A store that receives no checks at all frees
 // nothing, but holds at most MaxKeys states.
 //
 // # The bound on keys
@@ -60,8 +70,9 @@
 // that is allowed with a cost above zero stores new state; peeks, denials
 // and resets never grow the store, so hammering random keys with denied or
 // zero-cost checks costs no memory. When a new state must go into a full
-// shard, the store examines 8 slots of the shard's map from a random
-// position: it drops the states there that have expired, and if none has,
+// shard, the store examines 8 states of the shard's table from a slot
+// picked by the new state's seeded hash (so clients cannot aim at it): it
+// drops those that have expired, and if none has,
 // it evicts the one whose reset deadline comes first: a small sample
 // approximating "the state that would have been forgotten soonest anyway".
 // Stats reports evictions and expirations.
@@ -75,11 +86,11 @@
 // # Memory per key
 //
 // Measured on amd64 (Go 1.26) with 16-byte keys, one limit per key, one
-// recorded check, the key bytes and the map's own overhead included
+// recorded check, the key bytes and the table's own overhead included
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
-// 105 bytes per gcra state, 120 per decay or sliding-window state, 230 per
-// buckets state with the default 10 buckets (8 more bytes per extra bucket)
-// and 135 per log state holding one event, plus about 16 bytes per further
+// 105 bytes per gcra, decay or sliding-window state, 216 per buckets state
+// with the default 10 buckets (8 more bytes per extra bucket) and 120 per
+// log state holding one event, plus about 16 bytes per further
 // distinct recording instant in its window, up to Rate of them. A zone and
 // key of 33 to 64 bytes together add their length; a longer pair nothing,
 // being kept as its digest. Whatever the key, a sliding-window state holds
@@ -106,7 +117,8 @@
 //
 // # Validation
 //
-// Check and Reset validate their input with sluice.Check.Validate; errors
-// wrap sluice.ErrInvalid. A context that is already done is returned as an error (wrapping ctx.Err()) before anything
+// Check and Reset validate their input as sluice.Check.Validate does (a
+// single-hit check of a common shape is accepted by an equivalent one-pass
+// test, TestCommonOneIsValid); errors wrap sluice.ErrInvalid. A context that is already done is returned as an error (wrapping ctx.Err()) before anything
 // is decided; a Check never blocks on anything but the shard locks.
 package memstore

@@ -2,26 +2,22 @@ package memstore
 
 import (
 	"crypto/sha256"
-	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
-// stateKey identifies one state: the fields by which two sluice.Hits share
-// state, the check's Group included (as in redisstore, where the group is
-// the hash tag). Lookups build it from the caller's strings, without
-// copying.
+// stateKey is one state's identity: ident.State, the one definition of
+// "the same state" every store shares (zone, key, the check's group,
+// algorithm, window, bucket length), and the digest of its group, zone and
+// key when they are too long to keep whole (see below). Lookups build it
+// from the caller's strings, without copying.
 type stateKey struct {
-	group     string
-	zone, key string
+	ident.State
 	// sum is the digest of group, zone and key when together they are
-	// longer than maxWhole (see identity), else nil. It points into the
-	// caller's stack.
-	sum       *[idSum]byte
-	window    int64 // µs
-	bucket    int64 // µs
-	algorithm uint8 // see algoCode
+	// longer than maxWhole, else nil. It points into the caller's stack.
+	sum *[idSum]byte
 }
 
 // An entry keeps its state's group, zone and key in one of three ways, by
@@ -41,18 +37,6 @@ const (
 	idSum    = sha256.Size // == inlineID: a digest fits the inline array
 )
 
-// identity returns k with its digest set when group, zone and key are too
-// long to keep whole, written into sum.
-func identity(k stateKey, sum *[idSum]byte) stateKey {
-	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
-		// A copy of the group: the caller's Check.Group reaching the
-		// hash's interface would make the caller's Hits escape.
-		digest(sum, strings.Clone(k.group), k.zone, k.key)
-		k.sum = sum
-	}
-	return k
-}
-
 // digest writes the SHA-256 of group, zone and key, one after the other,
 // into sum, without copying or allocating. (The group's and zone's lengths
 // are kept beside the digest, so the concatenation is unambiguous.)
@@ -64,12 +48,12 @@ func digest(sum *[idSum]byte, group, zone, key string) {
 	h.Sum(sum[:0])
 }
 
-// entry is one stored state and its identity. Entries whose identities
-// hash alike are chained.
+// entry is one stored state's identity and deadline. Each algorithm's
+// state follows it in the same allocation (see the entry types below), so
+// a lookup touches the shard's slot and one object; the state is reached
+// by the algorithm code, without an interface value in every entry.
 type entry struct {
 	expires   int64 // µs since the epoch: the last Record's now + ResetAfter
-	state     algo.State
-	next      *entry // the next entry with the same hash
 	window    int64
 	bucket    int64
 	zoneLen   int32
@@ -82,26 +66,26 @@ type entry struct {
 
 // setID stores k's identity in e, copying its strings: a stored state never
 // pins the caller's (possibly much larger) buffers.
-func (e *entry) setID(k stateKey) {
-	e.window, e.bucket, e.algorithm = k.window, k.bucket, k.algorithm
-	e.zoneLen, e.groupLen = int32(len(k.zone)), int32(len(k.group))
-	n := len(k.group) + len(k.zone) + len(k.key)
+func (e *entry) setID(k *stateKey) {
+	e.window, e.bucket = k.Limit.Window, k.Limit.Bucket // e.algorithm was set by newEntry
+	e.zoneLen, e.groupLen = int32(len(k.Zone)), int32(len(k.Group))
+	n := len(k.Group) + len(k.Zone) + len(k.Key)
 	switch {
 	case k.sum != nil:
 		e.inline = *k.sum
 	case n <= inlineID:
-		g := copy(e.inline[:], k.group)
-		copy(e.inline[g+copy(e.inline[g:], k.zone):], k.key)
+		g := copy(e.inline[:], k.Group)
+		copy(e.inline[g+copy(e.inline[g:], k.Zone):], k.Key)
 		e.inlineLen = uint8(n) // keys are never empty, so n > 0
 	default:
-		e.long = k.group + k.zone + k.key
+		e.long = k.Group + k.Zone + k.Key
 	}
 }
 
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
-	if e.window != k.window || e.bucket != k.bucket || e.algorithm != k.algorithm ||
-		int(e.zoneLen) != len(k.zone) || int(e.groupLen) != len(k.group) {
+	if e.window != k.Limit.Window || e.bucket != k.Limit.Bucket || e.algorithm != k.Limit.Code ||
+		int(e.zoneLen) != len(k.Zone) || int(e.groupLen) != len(k.Group) {
 		return false
 	}
 	if k.sum != nil {
@@ -110,15 +94,17 @@ func (e *entry) is(k *stateKey) bool {
 	g := int(e.groupLen)
 	z := g + int(e.zoneLen)
 	if e.inlineLen > 0 {
+		// The lengths are equal: compare only what is not empty.
 		n := int(e.inlineLen)
-		return n == z+len(k.key) && string(e.inline[:g]) == k.group &&
-			string(e.inline[g:z]) == k.zone && string(e.inline[z:n]) == k.key
+		return n == z+len(k.Key) && (g == 0 || string(e.inline[:g]) == k.Group) &&
+			(z == g || string(e.inline[g:z]) == k.Zone) && string(e.inline[z:n]) == k.Key
 	}
-	return len(e.long) == z+len(k.key) && e.long[:g] == k.group && e.long[g:z] == k.zone && e.long[z:] == k.key
+	return len(e.long) == z+len(k.Key) && e.long[:g] == k.Group && e.long[g:z] == k.Zone && e.long[z:] == k.Key
 }
 
-// The entry types keep each algorithm's state in the entry's allocation,
-// so a lookup touches one object.
+// The entry types keep each algorithm's state in the entry's allocation.
+// The entry is each type's first field, so a *entry made by newEntry is
+// also a pointer to its typed entry (see the state accessors).
 type (
 	windowEntry struct {
 		entry
@@ -143,27 +129,47 @@ type (
 )
 
 // newEntry returns an entry, without identity, holding the empty state of
-// an algorithm.
+// an algorithm. Every entry is made here: the state accessors rely on it.
 func newEntry(algorithm uint8) *entry {
+	var e *entry
 	switch algorithm {
 	case codeBuckets:
-		e := new(bucketsEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(bucketsEntry).entry
 	case codeLog:
-		e := new(logEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(logEntry).entry
 	case codeDecay:
-		e := new(decayEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(decayEntry).entry
 	case codeGCRA:
-		e := new(gcraEntry)
-		e.state = &e.s
-		return &e.entry
+		e = &new(gcraEntry).entry
+	default:
+		e = &new(windowEntry).entry
 	}
-	e := new(windowEntry)
-	e.state = &e.s
-	return &e.entry
+	e.algorithm = algorithm
+	return e
+}
+
+// windowState returns the sliding-window state of an entry made by
+// newEntry(codeWindow); gcraState likewise for codeGCRA. The conversion is
+// the one from a struct's first field to the struct.
+func (e *entry) windowState() *algo.Window {
+	return &(*windowEntry)(unsafe.Pointer(e)).s
+}
+
+func (e *entry) gcraState() *algo.GCRA {
+	return &(*gcraEntry)(unsafe.Pointer(e)).s
+}
+
+// state returns e's algorithm state as an algo.State.
+func (e *entry) state() algo.State {
+	switch e.algorithm {
+	case codeBuckets:
+		return &(*bucketsEntry)(unsafe.Pointer(e)).s
+	case codeLog:
+		return &(*logEntry)(unsafe.Pointer(e)).s
+	case codeDecay:
+		return &(*decayEntry)(unsafe.Pointer(e)).s
+	case codeGCRA:
+		return e.gcraState()
+	}
+	return e.windowState()
 }

@@ -5,96 +5,120 @@ import (
 	"sync"
 )
 
-// Sweeping and eviction. Go map iteration starts at a random position, so
-// ranging over a few entries samples the map.
+// Sweeping, eviction and the table's size.
 const (
-	sweepEvery  = 64   // checks on a shard between two sweeps
-	sweepScan   = 8    // map slots a sweep examines...
-	sweepMax    = 64   // ...and at most this many states while all have expired
-	evictSample = 8    // map slots examined to choose what to drop at the bound
-	shrinkRatio = 4    // rebuild a map once it holds under 1/shrinkRatio of its peak...
-	shrinkMin   = 1024 // ...if that peak was at least this many entries
+	sweepEvery  = 64 // checks on a shard between two sweeps
+	sweepScan   = 8  // states a sweep examines...
+	sweepMax    = 64 // ...and at most this many while all have expired
+	sweepSlots  = 4 * sweepMax
+	evictSample = 8 // states examined to choose what to drop at the bound
+	minSlots    = 8 // the smallest table
+	// A table grows when it would be more than 7/8 full and shrinks when
+	// it is less than 1/8 full, to half full.
+	growNum, growDen = 7, 8
+	shrinkDen        = 8
 )
 
-// shard is one independently locked map of states, keyed by a seeded
-// 64-bit hash of their stateKey: a map with small fixed-size keys is faster
-// and denser than one keyed by strings, and collisions are chained.
+// shard is one independently locked table of states: open addressing with
+// linear probing over slots that hold a state's seeded 64-bit hash beside
+// its entry, so a lookup compares hashes in the slot array and touches one
+// entry, the one whose identity it then compares. Equal hashes are told
+// apart by the entries' identities; deletion shifts the following entries
+// back, so the table has no tombstones.
 type shard struct {
-	mu   sync.Mutex
-	m    map[uint64]*entry
-	n    int    // entries, chained ones included
-	max  int    // entries the shard may hold
-	peak int    // largest len(m) since the map was built
-	ops  uint32 // checks since the last sweep
-	_    [64]byte
+	mu     sync.Mutex
+	slots  []slot // a power of two of them
+	n      int    // entries
+	max    int    // entries the shard may hold
+	ops    uint32 // checks since the last sweep
+	cursor uint32 // where the next sweep starts
+	_      [64]byte
+}
+
+// slot is one place of a shard's table; e is nil when it is empty.
+type slot struct {
+	hash uint64
+	e    *entry
 }
 
 func (sh *shard) init(max int) {
-	sh.m = make(map[uint64]*entry)
+	sh.slots = make([]slot, minSlots)
 	sh.max = max
 }
 
 // find returns the entry of k, or nil. sh.mu must be held.
 func (sh *shard) find(h uint64, k *stateKey) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
-		if e.is(k) {
-			return e
+	mask := uint64(len(sh.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := &sh.slots[i]
+		if s.e == nil {
+			return nil
+		}
+		if s.hash == h && s.e.is(k) {
+			return s.e
 		}
 	}
-	return nil
 }
 
-// remove unlinks e from the chain of h. sh.mu must be held.
+// remove deletes e, stored under h. sh.mu must be held.
 func (sh *shard) remove(h uint64, e *entry) {
-	head := sh.m[h]
-	if head == e {
-		if e.next == nil {
-			delete(sh.m, h)
-		} else {
-			sh.m[h] = e.next
-		}
-		sh.n--
-		return
-	}
-	for p := head; p != nil; p = p.next {
-		if p.next == e {
-			p.next = e.next
-			sh.n--
+	mask := uint64(len(sh.slots) - 1)
+	for i := h & mask; sh.slots[i].e != nil; i = (i + 1) & mask {
+		if sh.slots[i].e == e {
+			sh.removeAt(i)
 			return
 		}
 	}
 }
 
-// dropExpired removes the expired entries of h's chain and returns how
-// many it removed. sh.mu must be held.
-func (sh *shard) dropExpired(h uint64, head *entry, now int64) int {
-	dropped := 0
-	for e := head; e != nil; e = e.next {
-		if e.expires <= now {
-			sh.remove(h, e)
-			dropped++
+// removeAt empties slot i and moves back the entries after it that would
+// otherwise no longer be found from their home slot. sh.mu must be held.
+func (sh *shard) removeAt(i uint64) {
+	mask := uint64(len(sh.slots) - 1)
+	sh.n--
+	for j := i; ; {
+		j = (j + 1) & mask
+		s := sh.slots[j]
+		if s.e == nil {
+			sh.slots[i] = slot{}
+			return
 		}
+		// s may fill the hole at i unless its home slot lies
+		// cyclically in (i, j].
+		home := s.hash & mask
+		if i <= j && i < home && home <= j || i > j && (i < home || home <= j) {
+			continue
+		}
+		sh.slots[i] = s
+		i = j
 	}
-	return dropped
 }
 
-// tick counts one check on the shard and sweeps every sweepEvery checks:
-// it examines sweepScan map slots, and goes on by sweepScan more, up to
-// sweepMax, while every state it met had expired (as after a flood of
-// one-off keys). It returns the number of expired states dropped. sh.mu
-// must be held.
-func (sh *shard) tick(now int64) int {
-	sh.ops++
-	if sh.ops < sweepEvery {
-		return 0
-	}
-	sh.ops = 0
+// sweep runs every sweepEvery checks on the shard (see Store.tick):
+// from where the last sweep stopped it examines sweepScan states, and
+// goes on by sweepScan more, up to sweepMax, while every state it met had
+// expired (as after a flood of one-off keys), never visiting more than
+// sweepSlots slots. A table left mostly empty is then rebuilt smaller. It
+// returns the number of expired states dropped. sh.mu must be held.
+func (sh *shard) sweep(now int64) int {
+	mask := uint32(len(sh.slots) - 1)
 	dropped, met, budget := 0, 0, sweepScan
-	for h, head := range sh.m {
-		for e := head; e != nil; e = e.next {
-			met++
+	for range min(sweepSlots, len(sh.slots)) {
+		i := sh.cursor & mask
+		e := sh.slots[i].e
+		if e == nil {
+			sh.cursor++
+			continue
 		}
-		dropped += sh.dropExpired(h, head, now)
+		met++
+		if e.expires <= now {
+			// The slot now holds the entry shifted back into it, if any:
+			// it is examined next.
+			sh.removeAt(uint64(i))
+			dropped++
+		} else {
+			sh.cursor++
+		}
 		if budget--; budget > 0 {
 			continue
 		}
@@ -103,21 +127,29 @@ func (sh *shard) tick(now int64) int {
 		}
 		budget = sweepScan
 	}
-	sh.shrink()
+	if len(sh.slots) > minSlots && sh.n*shrinkDen < len(sh.slots) {
+		sh.resize(max(minSlots, 2*ceilPow2(sh.n)))
+	}
 	return dropped
 }
 
-// shrink rebuilds the map once most of it has been dropped: a Go map never
-// gives back the memory of deleted entries.
-func (sh *shard) shrink() {
-	if sh.peak < shrinkMin || len(sh.m) >= sh.peak/shrinkRatio {
-		return
+// resize rebuilds the table with n slots (a power of two that holds every
+// entry): a table never gives back its memory otherwise.
+func (sh *shard) resize(n int) {
+	old := sh.slots
+	sh.slots = make([]slot, n)
+	mask := uint64(n - 1)
+	for _, s := range old {
+		if s.e == nil {
+			continue
+		}
+		i := s.hash & mask
+		for sh.slots[i].e != nil {
+			i = (i + 1) & mask
+		}
+		sh.slots[i] = s
 	}
-	m := make(map[uint64]*entry, len(sh.m))
-	for h, e := range sh.m {
-		m[h] = e
-	}
-	sh.m, sh.peak = m, len(m)
+	sh.cursor = 0
 }
 
 // insert adds a new entry under h, making room first when the shard is
@@ -125,37 +157,57 @@ func (sh *shard) shrink() {
 // ones were dropped. sh.mu must be held.
 func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired int) {
 	if sh.n >= sh.max {
-		evicted, expired = sh.makeRoom(now)
+		evicted, expired = sh.makeRoom(h, now)
 	}
-	e.next = sh.m[h]
-	sh.m[h] = e
+	if (sh.n+1)*growDen > len(sh.slots)*growNum {
+		sh.resize(2 * len(sh.slots))
+	}
+	mask := uint64(len(sh.slots) - 1)
+	i := h & mask
+	for sh.slots[i].e != nil {
+		i = (i + 1) & mask
+	}
+	sh.slots[i] = slot{hash: h, e: e}
 	sh.n++
-	sh.peak = max(sh.peak, len(sh.m))
 	return evicted, expired
 }
 
-// makeRoom examines evictSample map slots: it drops their expired entries,
-// or if there are none, the entry whose reset deadline comes first (the
-// state that would have been forgotten soonest anyway).
-func (sh *shard) makeRoom(now int64) (evicted bool, expired int) {
-	var victim *entry
-	var victimHash uint64
-	soonest := int64(math.MaxInt64)
-	n := evictSample
-	for h, head := range sh.m {
-		expired += sh.dropExpired(h, head, now)
-		for e := sh.m[h]; e != nil; e = e.next {
-			if e.expires < soonest {
-				victim, victimHash, soonest = e, h, e.expires
-			}
-		}
-		if n--; n == 0 {
-			break
+// makeRoom examines evictSample states from a slot chosen by the
+// (seeded, so unpredictable) hash h of the state about to be inserted: it
+// drops those that have expired, or if none has, the one whose reset
+// deadline comes first (the state that would have been forgotten soonest
+// anyway).
+func (sh *shard) makeRoom(h uint64, now int64) (evicted bool, expired int) {
+	var sample [evictSample]slot
+	n := 0
+	mask := uint64(len(sh.slots) - 1)
+	for i, seen := (h>>32)&mask, 0; n < evictSample && seen < len(sh.slots); i, seen = (i+1)&mask, seen+1 {
+		if s := sh.slots[i]; s.e != nil {
+			sample[n] = s
+			n++
 		}
 	}
-	if expired == 0 && victim != nil {
-		sh.remove(victimHash, victim)
+	victim, soonest := -1, int64(math.MaxInt64)
+	for j, s := range sample[:n] {
+		if s.e.expires <= now {
+			sh.remove(s.hash, s.e)
+			expired++
+		} else if s.e.expires < soonest {
+			victim, soonest = j, s.e.expires
+		}
+	}
+	if expired == 0 && victim >= 0 {
+		sh.remove(sample[victim].hash, sample[victim].e)
 		evicted = true
 	}
 	return evicted, expired
+}
+
+// ceilPow2 returns the least power of two >= n (n >= 1).
+func ceilPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
 }

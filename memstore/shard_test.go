@@ -2,10 +2,13 @@ package memstore
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
-// TestHashCollisions drives a shard's chains directly: distinct states
+// TestHashCollisions drives a shard's table directly: distinct states
 // under one hash are found, removed, expired and evicted one by one.
 func TestHashCollisions(t *testing.T) {
 	var sh shard
@@ -14,9 +17,9 @@ func TestHashCollisions(t *testing.T) {
 	keys := make([]stateKey, 4)
 	entries := make([]*entry, 4)
 	for i := range keys {
-		keys[i] = stateKey{key: fmt.Sprint("k", i), window: 1}
+		keys[i] = stateKey{State: ident.State{Key: fmt.Sprint("k", i), Limit: ident.Limit{Code: codeWindow, Window: 1}}}
 		entries[i] = newEntry(codeWindow)
-		entries[i].setID(keys[i])
+		entries[i].setID(&keys[i])
 		entries[i].expires = int64(100 + i)
 	}
 	for i := range 3 {
@@ -41,14 +44,81 @@ func TestHashCollisions(t *testing.T) {
 		t.Fatalf("eviction removed the wrong entry")
 	}
 
-	sh.remove(h, entries[2]) // from the middle of the chain
+	sh.remove(h, entries[2]) // from the middle of the run of equal hashes
 	if sh.n != 2 || sh.find(h, &keys[2]) != nil || sh.find(h, &keys[1]) != entries[1] || sh.find(h, &keys[3]) != entries[3] {
-		t.Fatalf("remove from the middle broke the chain")
+		t.Fatalf("remove from the middle broke the run")
 	}
-	if dropped := sh.dropExpired(h, sh.m[h], 101); dropped != 1 || sh.n != 1 || sh.find(h, &keys[3]) != entries[3] {
-		t.Fatalf("dropExpired at 101: dropped %d, %d left", dropped, sh.n)
+	// At the bound again, an insert drops the expired entry (k1, at 101)
+	// rather than evicting a live one.
+	k4 := stateKey{State: ident.State{Key: "k4", Limit: ident.Limit{Code: codeWindow, Window: 1}}}
+	e4 := newEntry(codeWindow)
+	e4.setID(&k4)
+	e4.expires = 1000
+	sh.max = 2
+	if evicted, expired := sh.insert(h, e4, 102); evicted || expired != 1 || sh.n != 2 {
+		t.Fatalf("insert at 102 into a full shard: evicted %v, expired %d, %d entries", evicted, expired, sh.n)
 	}
-	if dropped := sh.dropExpired(h, sh.m[h], 1000); dropped != 1 || sh.n != 0 || len(sh.m) != 0 {
-		t.Fatalf("dropExpired at 1000: dropped %d, %d entries, %d slots left", dropped, sh.n, len(sh.m))
+	if sh.find(h, &keys[1]) != nil || sh.find(h, &keys[3]) != entries[3] || sh.find(h, &k4) != e4 {
+		t.Fatalf("the expired entry was not the one dropped")
+	}
+}
+
+// TestTableModel holds a shard's table to a Go map on random inserts,
+// removals and sweeps, with hashes drawn from a small range so that runs
+// of probes wrap around, collide and are shifted back by removals.
+func TestTableModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var sh shard
+	sh.init(1 << 20)
+	type stored struct {
+		hash uint64
+		e    *entry
+		k    stateKey
+	}
+	model := map[string]stored{}
+	now := int64(0)
+	for step := range 200_000 {
+		now++
+		name := fmt.Sprint("k", rng.IntN(3000))
+		switch op := rng.IntN(10); {
+		case op < 6: // insert if absent
+			if _, ok := model[name]; ok {
+				break
+			}
+			st := stored{hash: rng.Uint64N(64) * 0x9E3779B97F4A7C15, k: stateKey{State: ident.State{Key: name, Limit: ident.Limit{Code: codeWindow, Window: 1}}}}
+			if rng.IntN(4) == 0 {
+				st.hash = uint64(rng.IntN(8)) // clustered low hashes
+			}
+			st.e = newEntry(codeWindow)
+			st.e.setID(&st.k)
+			st.e.expires = now + rng.Int64N(5000)
+			sh.insert(st.hash, st.e, now)
+			model[name] = st
+		case op < 9: // remove if present
+			if st, ok := model[name]; ok {
+				sh.remove(st.hash, st.e)
+				delete(model, name)
+			}
+		default: // sweep
+			sh.sweep(now)
+			for name, st := range model {
+				if st.e.expires <= now && sh.find(st.hash, &st.k) == nil {
+					delete(model, name)
+				}
+			}
+		}
+		if sh.n != len(model) {
+			t.Fatalf("step %d: %d entries, model %d", step, sh.n, len(model))
+		}
+		if step%1000 == 0 || step > 199_000 {
+			for name, st := range model {
+				if got := sh.find(st.hash, &st.k); got != st.e {
+					t.Fatalf("step %d: find(%s) = %p, want %p", step, name, got, st.e)
+				}
+			}
+			if n := len(sh.slots); sh.n*growDen > n*growNum {
+				t.Fatalf("step %d: %d entries in %d slots", step, sh.n, n)
+			}
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +19,7 @@ import (
 // 16-byte keys (see the package doc for memory per key).
 const DefaultMaxKeys = 1_000_000
 
-// DefaultShards is the number of independently locked maps a Store uses
+// DefaultShards is the number of independently locked tables a Store uses
 // unless Options.Shards says otherwise.
 const DefaultShards = 256
 
@@ -35,7 +37,7 @@ type Options struct {
 	// see the package doc for what happens at the bound. Must be >= 0.
 	// Zero means DefaultMaxKeys (1,000,000).
 	MaxKeys int
-	// Shards is the number of independently locked maps, rounded up to a
+	// Shards is the number of independently locked tables, rounded up to a
 	// power of two; it must not exceed MaxKeys. More shards, less lock
 	// contention. Zero means DefaultShards (256), halved while a shard would
 	// hold fewer than 256 keys.
@@ -43,8 +45,12 @@ type Options struct {
 }
 
 // Store is the in-memory sluice.Limiter. It is safe for concurrent use and
-// starts no goroutine: there is nothing to close.
+// starts no goroutine: there is nothing to close. The zero value is a Store
+// with the default Options, set up on its first use; New(Options{}) returns
+// the same.
 type Store struct {
+	ready     atomic.Bool            // set up, by New or on first use of a zero Store
+	setup     sync.Mutex             // held while a zero Store sets itself up
 	now       func() time.Time       // nil: the anchored system clock
 	anchor    atomic.Pointer[anchor] // when now is nil
 	seed      maphash.Seed
@@ -64,10 +70,6 @@ func New(opts Options) (*Store, error) {
 	if opts.Shards < 0 {
 		return nil, fmt.Errorf("memstore: %w: Options.Shards must be >= 0, got %d", sluice.ErrInvalid, opts.Shards)
 	}
-	s := &Store{now: opts.Now, seed: maphash.MakeSeed()}
-	if s.now == nil {
-		s.anchor.Store(newAnchor())
-	}
 	maxKeys := opts.MaxKeys
 	if maxKeys == 0 {
 		maxKeys = DefaultMaxKeys
@@ -83,12 +85,33 @@ func New(opts Options) (*Store, error) {
 	if n > maxKeys {
 		return nil, fmt.Errorf("memstore: %w: Options.Shards (%d, rounded to a power of two) must not exceed MaxKeys (%d)", sluice.ErrInvalid, n, maxKeys)
 	}
+	s := new(Store)
+	s.init(opts.Now, maxKeys, n)
+	return s, nil
+}
+
+// init sets up an empty store of n shards (a power of two) holding at most
+// maxKeys states, and marks it ready.
+func (s *Store) init(now func() time.Time, maxKeys, n int) {
+	s.now, s.seed = now, maphash.MakeSeed()
+	if s.now == nil {
+		s.anchor.Store(newAnchor())
+	}
 	s.shards = make([]shard, n)
 	for i := range s.shards {
 		s.shards[i].init(maxKeys / n)
 	}
 	s.mask = uint64(n - 1)
-	return s, nil
+	s.ready.Store(true)
+}
+
+// setUp sets up a zero Store with the default options, once.
+func (s *Store) setUp() {
+	s.setup.Lock()
+	defer s.setup.Unlock()
+	if !s.ready.Load() {
+		s.init(nil, DefaultMaxKeys, DefaultShards)
+	}
 }
 
 // Check implements sluice.Limiter. It decides every hit of c under the locks
@@ -98,14 +121,21 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
+	if !s.ready.Load() {
+		s.setUp()
+	}
+	if code, ok := commonOne(&c); ok {
+		s.checkOne(&c, code, d)
+		return nil
+	}
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
-	now := s.micros()
 	if len(c.Hits) == 1 {
-		s.checkOne(c, d, now)
+		s.checkOne(&c, algoCode(c.Hits[0].Limit.Algo()), d)
 		return nil
 	}
+	now := s.micros()
 	var b workset
 	n := b.prepare(s, c)
 	b.lock(s, now)
@@ -119,84 +149,155 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	return nil
 }
 
-// checkOne is Check for the common single-hit case: the same steps as a
-// workset's, without a workset's MaxHits-sized arrays to zero and its shard
-// ordering.
-func (s *Store) checkOne(c sluice.Check, d *sluice.Decision, now int64) {
-	h := c.Hits[0]
-	l := h.Limit
-	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+// commonOne reports whether c is a single-hit check of a common shape that
+// Check.Validate accepts, and returns its hit's algorithm code. It never
+// accepts what Validate refuses (TestCommonOneIsValid); what it does not
+// accept, Validate judges. It spares the common check Validate's copies of
+// the check and the hit, and a second lookup of the algorithm's name.
+func commonOne(c *sluice.Check) (code uint8, ok bool) {
+	if len(c.Hits) != 1 {
+		return 0, false
+	}
+	h := &c.Hits[0]
+	l := &h.Limit
+	if h.Key == "" || len(h.Key) > sluice.MaxKeyLen || c.Cost < 0 || c.Cost > l.Rate ||
+		l.Rate <= 0 || l.Rate > sluice.MaxRate ||
+		l.Window <= 0 || l.Window > sluice.MaxWindow || l.Window%time.Microsecond != 0 {
+		return 0, false
+	}
+	// A switch on the name rather than ident.Lookup, which copies the
+	// table's entry: measurably slower on this path. TestCodesAreIdent
+	// and TestCommonOneIsValid hold the switch to the table.
+	switch l.Algorithm {
+	case "", sluice.SlidingWindow:
+		return codeWindow, true
+	case sluice.GCRA:
+		return codeGCRA, true
+	case sluice.Decay:
+		return codeDecay, true
+	case sluice.Log:
+		return codeLog, l.Rate <= sluice.MaxLogRate
+	case sluice.Buckets:
+		r := l.Bucket()
+		return codeBuckets, r >= time.Microsecond && r%time.Microsecond == 0 && l.Window%r == 0 && l.Window/r <= sluice.MaxBuckets
+	}
+	return 0, false
+}
+
+// checkOne is Check for a single valid hit whose algorithm code is code:
+// one hash of the group, zone and key, one clock read, one lock, and no
+// workset. The clock is read before the lock, as in Check.
+func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
+	h := &c.Hits[0]
+	l := &h.Limit
+	// The identity, field by field: a composite literal of this size is
+	// built in a temporary and copied, which costs ~10% of a hot check.
+	// TestIdentityIsIdent holds it to ident.State.
+	var k stateKey
+	k.Zone, k.Key, k.Group = h.Zone, h.Key, c.Group
+	k.Limit.Code, k.Limit.Window = code, int64(l.Window/time.Microsecond)
+	k.Limit.Bucket = k.Limit.Window
+	if code == codeBuckets {
+		k.Limit.Bucket = bucketMicros(l)
+	}
+	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
 	var sum [idSum]byte
-	k := identity(stateKey{group: c.Group, zone: h.Zone, key: h.Key, window: p.Window, bucket: p.Bucket, algorithm: algoCode(l.Algo())}, &sum)
+	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+		// A copy of the group: the caller's Check.Group reaching the
+		// hash's interface would make the caller's Hits escape.
+		digest(&sum, strings.Clone(c.Group), h.Zone, h.Key)
+		k.sum = &sum
+	}
 	kh := s.keyHash(c.Group, h.Zone, h.Key)
-	sh, hash := &s.shards[kh&s.mask], stateHash(kh, k)
+	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
+	shadow := c.Shadow || l.Shadow
+	now := s.micros()
+	var o algo.Outcome
 	sh.mu.Lock()
 	s.tick(sh, now)
 	e := sh.find(hash, &k)
 	stored := e != nil
 	if !stored {
-		e = newEntry(k.algorithm)
+		e = newEntry(code)
 	}
-	shadow := c.Shadow || l.Shadow
-	var o algo.Outcome
-	allowed, _ := decideOne(e.state, p, shadow, &o, now, c.Cost)
-	if allowed && c.Cost > 0 {
-		s.record(sh, hash, e, stored, k, now+o.ResetAfter, now)
+	if allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost); allowed && c.Cost > 0 {
+		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
 	sh.mu.Unlock()
 	fillOne(d, shadow, p.Rate, &o)
 }
 
-// decideOne is algo.Decide for one hit. The sliding window, the default
-// algorithm, has its own copy of Decide's steps that calls *algo.Window's
-// methods directly rather than through the algo.State interface; it must
-// stay step for step what algo.Decide does with a single hit:
-// TestDecideOneIsDecide holds the two together. The caller turns the
-// outcome into a Decision with sluice.Decision.Conclude, as every store
-// does.
-func decideOne(st algo.State, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
-	w, ok := st.(*algo.Window)
-	if !ok {
-		hits := [1]algo.Hit{{State: st, Params: p, Shadow: shadow}}
-		var out [1]algo.Outcome
-		allowed, _, shadowed = algo.Decide(hits[:], out[:], now, cost)
-		*o = out[0]
-		return allowed, shadowed
+// bucketMicros is a buckets limit's bucket length in µs.
+func bucketMicros(l *sluice.Limit) int64 {
+	return int64(l.Bucket() / time.Microsecond)
+}
+
+// decideOne is algo.Decide for one hit on e's state: the sliding window
+// and GCRA call their state's methods directly, the others through the
+// algo.State interface. It must stay step for step what algo.Decide does
+// with a single hit: TestDecideOneIsDecide holds the two together. The
+// caller turns the outcome into a Decision with sluice.Decision.Conclude,
+// as every store does.
+func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
+	var r algo.Result
+	switch e.algorithm {
+	case codeWindow:
+		r = e.windowState().Eval(p, now, cost)
+	case codeGCRA:
+		r = e.gcraState().Eval(p, now, cost)
+	default:
+		r = e.state().Eval(p, now, cost)
 	}
-	r := w.Eval(p, now, cost)
 	*o = algo.Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
 	allowed = r.Allowed || shadow
 	shadowed = !r.Allowed && shadow
-	if allowed && cost > 0 {
-		o.Used, o.ResetAfter = w.Record(p, now, cost)
+	if !allowed || cost <= 0 {
+		return allowed, shadowed
+	}
+	switch e.algorithm {
+	case codeWindow:
+		o.Used, o.ResetAfter = e.windowState().Record(p, now, cost)
+	case codeGCRA:
+		o.Used, o.ResetAfter = e.gcraState().Record(p, now, cost)
+	default:
+		o.Used, o.ResetAfter = e.state().Record(p, now, cost)
 	}
 	return allowed, shadowed
 }
 
-// fillOne is fill for a single hit decided by decideOne.
+// fillOne is fill for a single hit decided by decideOne. Conclude sets
+// every field of d but Hits, so d.Hits is only resized, not cleared first.
 func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
-	d.Prepare(1)
-	d.Hits[0] = sluice.HitResult{
-		Allowed:    o.Allowed,
-		Shadow:     shadow,
-		Used:       o.Used,
-		Remaining:  algo.Remaining(rate, o.Used),
-		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond,
+	if cap(d.Hits) == 0 {
+		d.Prepare(1)
 	}
+	d.Hits = d.Hits[:1]
+	r := &d.Hits[0] // field by field: a composite literal is built on the stack and copied
+	r.Allowed, r.Shadow, r.Used = o.Allowed, shadow, o.Used
+	r.Remaining = algo.Remaining(rate, o.Used)
+	r.RetryAfter = time.Duration(o.RetryAfter) * time.Microsecond
+	r.ResetAfter = time.Duration(o.ResetAfter) * time.Microsecond
 	d.Conclude(sluice.FromStore)
 }
 
-// tick lets a locked shard sweep a little; see shard.tick.
+// tick counts one check on a locked shard and lets it sweep every
+// sweepEvery checks; see shard.sweep.
 func (s *Store) tick(sh *shard, now int64) {
-	if n := sh.tick(now); n > 0 {
+	if sh.ops++; sh.ops >= sweepEvery {
+		s.sweep(sh, now)
+	}
+}
+
+func (s *Store) sweep(sh *shard, now int64) {
+	sh.ops = 0
+	if n := sh.sweep(now); n > 0 {
 		s.expired.Add(uint64(n))
 	}
 }
 
 // record moves e's reset deadline after an allowed check and inserts e
 // under k if it was not stored yet. sh must be locked.
-func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k stateKey, deadline, now int64) {
+func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k *stateKey, deadline, now int64) {
 	e.expires = max(e.expires, deadline)
 	if stored {
 		return
@@ -229,19 +330,27 @@ func fill(d *sluice.Decision, hits []algo.Hit, out []algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// micros reads the clock in µs since the epoch.
+// micros reads the clock in µs since the epoch. The common case, the
+// anchored system clock within anchorTTL of its anchor, is small enough to
+// inline into a check.
 func (s *Store) micros() int64 {
+	if s.now == nil {
+		a := s.anchor.Load()
+		if since := time.Since(a.wall); since < anchorTTL {
+			return a.micros + int64(since/time.Microsecond)
+		}
+	}
+	return s.microsSlow()
+}
+
+// microsSlow is micros with Options.Now, or with an anchor to renew.
+func (s *Store) microsSlow() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
 	}
-	a := s.anchor.Load()
-	since := time.Since(a.wall)
-	if since >= anchorTTL {
-		a = newAnchor()
-		s.anchor.Store(a)
-		since = 0
-	}
-	return a.micros + int64(since/time.Microsecond)
+	a := newAnchor()
+	s.anchor.Store(a)
+	return a.micros
 }
 
 // anchorTTL is how long the default clock trusts the monotonic clock
@@ -270,6 +379,9 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	c.Cost = 0
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: reset: %w", err)
+	}
+	if !s.ready.Load() {
+		s.setUp()
 	}
 	var b workset
 	n := b.prepare(s, c)
@@ -300,6 +412,9 @@ type Stats struct {
 // Stats returns the store's counters. It locks each shard in turn, so it is
 // meant for metrics and tests, not for the hot path.
 func (s *Store) Stats() Stats {
+	if !s.ready.Load() {
+		s.setUp()
+	}
 	st := Stats{Evictions: s.evictions.Load(), Expired: s.expired.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]

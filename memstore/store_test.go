@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 func newStore(t testing.TB, opts Options) *Store {
@@ -162,7 +166,7 @@ func TestBoundedUnderFlood(t *testing.T) {
 }
 
 // TestIdleStateExpires: states past their reset deadline are swept by later
-// traffic, and the map is rebuilt once it has shrunk.
+// traffic, and the table is rebuilt once it has shrunk.
 func TestIdleStateExpires(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	s := newStore(t, Options{Shards: 1, Now: func() time.Time { return now }})
@@ -187,8 +191,8 @@ func TestIdleStateExpires(t *testing.T) {
 	if st := s.Stats(); st.Expired < 4900 || st.Evictions != 0 {
 		t.Errorf("stats %+v, want about 5000 expired, no evictions", st)
 	}
-	if peak := s.shards[0].peak; peak > 1000 {
-		t.Errorf("map not rebuilt: peak still %d", peak)
+	if n := len(s.shards[0].slots); n > 1024 {
+		t.Errorf("table not rebuilt: still %d slots", n)
 	}
 }
 
@@ -259,26 +263,197 @@ func TestDefaultClock(t *testing.T) {
 }
 
 // TestDecideOneIsDecide holds decideOne, the single-hit fast path with its
-// own copy of the all-or-nothing rule for the sliding window, to
-// algo.Decide: on random traffic (costs 0–3, shadow and not) both decide
-// the same and leave the same state.
+// own copy of the all-or-nothing rule, to algo.Decide: for every algorithm,
+// on random traffic (costs 0–3, shadow and not) both decide the same and
+// leave the same state.
 func TestDecideOneIsDecide(t *testing.T) {
-	p := algo.Params{Rate: 20, Window: 10_000_000, Bucket: 10_000_000}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, shadow := range []bool{false, true} {
-		var fast, ref algo.Window
-		now := int64(1_700_000_000_000_000)
-		for i := range 20_000 {
-			now += rng.Int64N(200_000)
-			cost := rng.Int64N(4)
-			var o algo.Outcome
-			allowed, shadowed := decideOne(&fast, p, shadow, &o, now, cost)
-			out := make([]algo.Outcome, 1)
-			wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: &ref, Params: p, Shadow: shadow}}, out, now, cost)
-			if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || fast != ref {
-				t.Fatalf("check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
-					i, shadow, cost, allowed, shadowed, o, fast, wantAllowed, wantShadowed, out[0], ref)
+	for _, a := range sluice.Algorithms() {
+		l := sluice.Limit{Rate: 20, Window: 10 * time.Second, Algorithm: a}
+		p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, shadow := range []bool{false, true} {
+			table, _ := ident.Lookup(string(a))
+			fast, ref := newEntry(table.Code), table.New()
+			now := int64(1_700_000_000_000_000)
+			for i := range 20_000 {
+				now += rng.Int64N(200_000)
+				cost := rng.Int64N(4)
+				var o algo.Outcome
+				allowed, shadowed := decideOne(fast, p, shadow, &o, now, cost)
+				out := make([]algo.Outcome, 1)
+				wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: ref, Params: p, Shadow: shadow}}, out, now, cost)
+				if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || !reflect.DeepEqual(fast.state(), ref) {
+					t.Fatalf("%s: check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
+						a, i, shadow, cost, allowed, shadowed, o, fast.state(), wantAllowed, wantShadowed, out[0], ref)
+				}
 			}
+		}
+	}
+}
+
+// TestCommonOneIsValid: the single-hit shortcut never accepts a check that
+// Check.Validate refuses, and finds the algorithm code algoCode finds, on
+// checks built from edge values of every field.
+func TestCommonOneIsValid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	pick := func(vs ...int64) int64 { return vs[rng.IntN(len(vs))] }
+	algos := []sluice.Algorithm{"", sluice.SlidingWindow, sluice.Buckets, sluice.Log, sluice.Decay, sluice.GCRA, "nope", "Log"}
+	keys := []string{"", "k", strings.Repeat("k", sluice.MaxKeyLen), strings.Repeat("k", sluice.MaxKeyLen+1)}
+	accepted := 0
+	for range 200_000 {
+		l := sluice.Limit{
+			Rate:       pick(-1, 0, 1, 7, sluice.MaxLogRate, sluice.MaxLogRate+1, sluice.MaxRate, sluice.MaxRate+1),
+			Window:     time.Duration(pick(-1, 0, 1, 1000, 999_999, int64(time.Second), int64(10*time.Second)+1, int64(sluice.MaxWindow), int64(sluice.MaxWindow)+1000)),
+			Algorithm:  algos[rng.IntN(len(algos))],
+			Resolution: time.Duration(pick(0, -1000, 1, 1000, 1500, int64(time.Millisecond), int64(time.Second), int64(10*time.Second))),
+		}
+		c := sluice.Check{Hits: []sluice.Hit{{Key: keys[rng.IntN(len(keys))], Limit: l}}, Cost: pick(-1, 0, 1, 7, sluice.MaxLogRate+1, sluice.MaxRate)}
+		if rng.IntN(20) == 0 {
+			c.Hits = append(c.Hits, sluice.Hit{Key: "other", Limit: l})
+		}
+		code, ok := commonOne(&c)
+		if !ok {
+			continue
+		}
+		accepted++
+		if err := c.Validate(); err != nil {
+			t.Fatalf("commonOne accepts %+v, which Validate refuses: %v", c, err)
+		}
+		if want := algoCode(l.Algo()); code != want {
+			t.Fatalf("commonOne(%+v) = code %d, want %d", c, code, want)
+		}
+	}
+	if accepted < 1000 {
+		t.Fatalf("commonOne accepted only %d checks: the test draws too few valid ones", accepted)
+	}
+}
+
+// TestZeroStore: the zero Store is usable, with the default options.
+func TestZeroStore(t *testing.T) {
+	var s Store
+	lim := sluice.Limit{Rate: 1, Window: time.Hour}
+	var d sluice.Decision
+	c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: lim}}, Cost: 1}
+	for i, want := range []bool{true, false} {
+		if err := s.Check(context.Background(), c, &d); err != nil || d.Allowed != want {
+			t.Fatalf("check %d: %v, allowed %v, want %v", i, err, d.Allowed, want)
+		}
+	}
+	if got := len(s.shards); got != DefaultShards {
+		t.Errorf("%d shards, want %d", got, DefaultShards)
+	}
+	var r Store
+	if err := r.Reset(context.Background(), c); err != nil {
+		t.Errorf("Reset of a zero Store: %v", err)
+	}
+	var st Store
+	if got := st.Stats(); got != (Stats{}) {
+		t.Errorf("Stats of a zero Store = %+v", got)
+	}
+	// Goroutines racing to be the first user set it up once (run with
+	// -race): every one of their checks on one key is counted.
+	var z Store
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d sluice.Decision
+			c := sluice.Check{Hits: []sluice.Hit{{Key: "shared", Limit: sluice.Limit{Rate: 100, Window: time.Hour}}}, Cost: 1}
+			for range 10 {
+				if err := z.Check(context.Background(), c, &d); err != nil {
+					t.Errorf("goroutine %d: %v", g, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	peek := sluice.Check{Hits: []sluice.Hit{{Key: "shared", Limit: sluice.Limit{Rate: 100, Window: time.Hour}}}}
+	if err := z.Check(context.Background(), peek, &d); err != nil || d.Hits[0].Used != 40 {
+		t.Errorf("after 4 x 10 checks from a zero Store: %v, used %v, want 40", err, d.Hits[0].Used)
+	}
+}
+
+// TestCodesAreIdent: memstore's algorithm codes are the table's, and each
+// code's entry holds the state the table's constructor makes.
+func TestCodesAreIdent(t *testing.T) {
+	codes := map[byte]bool{codeWindow: true, codeBuckets: true, codeLog: true, codeDecay: true, codeGCRA: true}
+	for _, a := range ident.Algos() {
+		if !codes[a.Code] {
+			t.Errorf("algorithm %s: code %q has no memstore constant", a.Name, a.Code)
+		}
+		delete(codes, a.Code)
+		if got := algoCode(sluice.Algorithm(a.Name)); got != a.Code {
+			t.Errorf("algoCode(%s) = %q, want %q", a.Name, got, a.Code)
+		}
+		e := newEntry(a.Code)
+		if got, want := reflect.TypeOf(e.state()), reflect.TypeOf(a.New()); got != want {
+			t.Errorf("algorithm %s: entry holds %v, the table makes %v", a.Name, got, want)
+		}
+	}
+	if len(codes) > 0 {
+		t.Errorf("memstore codes not in the table: %v", codes)
+	}
+}
+
+// TestIdentityIsIdent: the identity a check stores its state under is the
+// shared ident.State, built as package ident documents, for single- and
+// multi-hit checks of every algorithm, with and without a group, zone and
+// bucket length: the state a check created is found under that State's
+// hash and identity. And an entry tells apart every identity that differs
+// from its own in one field.
+func TestIdentityIsIdent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, Options{Now: func() time.Time { return now }})
+	var d sluice.Decision
+	for _, a := range sluice.Algorithms() {
+		for _, res := range []time.Duration{0, 6 * time.Second} {
+			for _, group := range []string{"", "g"} {
+				for _, zone := range []string{"", "z"} {
+					h := sluice.Hit{Zone: zone, Key: fmt.Sprint("k-", a, res, group), Limit: sluice.Limit{Rate: 5, Window: time.Minute, Algorithm: a, Resolution: res}}
+					other := sluice.Hit{Zone: zone, Key: h.Key, Limit: sluice.Limit{Rate: 5, Window: time.Hour}}
+					for _, hits := range [][]sluice.Hit{{h}, {h, other}} {
+						c := sluice.Check{Hits: hits, Group: group, Cost: 1}
+						if c.Validate() != nil {
+							continue
+						}
+						if err := s.Reset(context.Background(), c); err != nil {
+							t.Fatal(err)
+						}
+						if err := s.Check(context.Background(), c, &d); err != nil {
+							t.Fatal(err)
+						}
+						want := stateKey{State: ident.State{Zone: h.Zone, Key: h.Key, Group: group,
+							Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}}
+						kh := s.keyHash(group, zone, h.Key)
+						if s.shards[kh&s.mask].find(stateHash(kh, &want), &want) == nil {
+							t.Errorf("%s, resolution %v, group %q, zone %q, %d hits: no state under %+v", a, res, group, zone, len(hits), want.State)
+						}
+					}
+				}
+			}
+		}
+	}
+	base := stateKey{State: ident.State{Zone: "z", Key: "k", Group: "g", Limit: ident.Limit{Code: codeBuckets, Window: 60, Bucket: 6}}}
+	e := newEntry(codeBuckets)
+	e.setID(&base)
+	if !e.is(&base) {
+		t.Fatalf("an entry is not its own identity")
+	}
+	for name, change := range map[string]func(k *stateKey){
+		"zone":      func(k *stateKey) { k.Zone = "y" },
+		"key":       func(k *stateKey) { k.Key = "j" },
+		"group":     func(k *stateKey) { k.Group = "f" },
+		"no group":  func(k *stateKey) { k.Group, k.Zone = "", "gz" },
+		"algorithm": func(k *stateKey) { k.Limit.Code = codeWindow },
+		"window":    func(k *stateKey) { k.Limit.Window = 61 },
+		"bucket":    func(k *stateKey) { k.Limit.Bucket = 5 },
+	} {
+		k := base
+		change(&k)
+		if e.is(&k) {
+			t.Errorf("another %s: the entry takes %+v for %+v", name, k.State, base.State)
 		}
 	}
 }

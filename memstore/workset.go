@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // workset is one check's working set, sized for sluice.MaxHits so that it
@@ -46,20 +47,21 @@ func (b *workset) prepare(s *Store, c sluice.Check) int {
 			// interface would make every caller's Hits escape.
 			digest(&b.sums[i], strings.Clone(c.Group), h.Zone, h.Key)
 		}
-		b.hashes[i] = stateHash(kh, b.key(i, c.Group))
+		k := b.key(i, c.Group)
+		b.hashes[i] = stateHash(kh, &k)
 		b.addShard(b.shard[i])
 	}
 	return b.n
 }
 
-// key returns hit i's identity in group (the check's), built on the fly: a
-// A workset is zeroed for every check, so the smaller the better. (Holding
-// c.Hits or c.Group would make every caller's Hits escape: b.hits reach
-// algo.Decide's interfaces.)
+// key returns hit i's identity in group (the check's), built on the fly
+// rather than kept: a workset is zeroed for every check, so the smaller the
+// better. (Holding c.Hits or c.Group would make every caller's Hits
+// escape: b.hits reach algo.Decide's interfaces.)
 func (b *workset) key(i int, group string) stateKey {
 	p := &b.hits[i].Params
-	k := stateKey{group: group, zone: b.zones[i], key: b.keys[i], window: p.Window, bucket: p.Bucket, algorithm: b.algos[i]}
-	if len(k.group)+len(k.zone)+len(k.key) > maxWhole {
+	k := stateKey{State: ident.State{Zone: b.zones[i], Key: b.keys[i], Group: group, Limit: ident.Limit{Code: b.algos[i], Window: p.Window, Bucket: p.Bucket}}}
+	if len(k.Group)+len(k.Zone)+len(k.Key) > maxWhole {
 		k.sum = &b.sums[i]
 	}
 	return k
@@ -107,7 +109,7 @@ func (b *workset) load(s *Store, group string) {
 			e = newEntry(b.algos[i])
 		}
 		b.entries[i] = e
-		b.hits[i].State = e.state
+		b.hits[i].State = e.state()
 	}
 }
 
@@ -115,7 +117,8 @@ func (b *workset) load(s *Store, group string) {
 // the states that were new. Shards must be locked.
 func (b *workset) store(s *Store, group string, now int64) {
 	for i := range b.n {
-		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], b.key(i, group), now+b.out[i].ResetAfter, now)
+		k := b.key(i, group)
+		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], &k, now+b.out[i].ResetAfter, now)
 	}
 }
 
@@ -136,8 +139,8 @@ func (s *Store) keyHash(group, zone, key string) uint64 {
 // stateHash extends a key hash with the limit's identity and mixes the
 // result (MurmurHash3's finalizer). Equal hashes are told apart by the
 // entries' keys, so a collision costs time, never correctness.
-func stateHash(kh uint64, k stateKey) uint64 {
-	h := kh ^ uint64(k.window)*0xC2B2AE3D27D4EB4F ^ uint64(k.bucket)*0x165667B19E3779F9 ^ uint64(k.algorithm)<<59
+func stateHash(kh uint64, k *stateKey) uint64 {
+	h := kh ^ uint64(k.Limit.Window)*0xC2B2AE3D27D4EB4F ^ uint64(k.Limit.Bucket)*0x165667B19E3779F9 ^ uint64(k.Limit.Code)<<59
 	h ^= h >> 33
 	h *= 0xFF51AFD7ED558CCD
 	h ^= h >> 33
@@ -146,25 +149,19 @@ func stateHash(kh uint64, k stateKey) uint64 {
 	return h
 }
 
-// Algorithm codes, the compact form of sluice.Algorithm in a stateKey.
+// The algorithms' codes (ident.Algo.Code) that memstore switches on to
+// reach each algorithm's state inside an entry (see newEntry);
+// TestCodesAreIdent holds them to the table.
 const (
-	codeWindow uint8 = iota
-	codeBuckets
-	codeLog
-	codeDecay
-	codeGCRA
+	codeWindow  byte = 'w'
+	codeBuckets byte = 'b'
+	codeLog     byte = 'l'
+	codeDecay   byte = 'd'
+	codeGCRA    byte = 'g'
 )
 
-func algoCode(a sluice.Algorithm) uint8 {
-	switch a {
-	case sluice.Buckets:
-		return codeBuckets
-	case sluice.Log:
-		return codeLog
-	case sluice.Decay:
-		return codeDecay
-	case sluice.GCRA:
-		return codeGCRA
-	}
-	return codeWindow
+// algoCode returns the code of a valid algorithm.
+func algoCode(a sluice.Algorithm) byte {
+	al, _ := ident.Lookup(string(a))
+	return al.Code
 }
