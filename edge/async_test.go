@@ -69,6 +69,9 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 	})
 }
 
+// TestAsyncDeniesLocallyAtTheView: a key whose budget is spent is asked of
+// the store (after its unsent cost is sent), and the store's denial is
+// then repeated locally while it stands.
 func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
@@ -80,14 +83,19 @@ func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 			}
 		}
 		d := mustCheck(t, a, c)
-		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromLocalView || i != 0 || d.RetryAfter() <= 0 {
-			t.Fatalf("6th check: %+v, want denied from the local view with a RetryAfter", d)
+		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromStore || i != 0 || d.RetryAfter() <= 0 {
+			t.Fatalf("6th check: %+v, want denied by the store with a RetryAfter", d)
 		}
-		// The limit was reached: the flusher was asked to send at once,
-		// not at the next interval.
-		synctest.Wait()
 		if got := used(t, f.next, c); got != 5 {
-			t.Errorf("store's usage: %v, want 5 sent before the interval", got)
+			t.Errorf("store's usage: %v, want the 5 admitted, sent before the store was asked", got)
+		}
+		calls := f.calls.Load()
+		d = mustCheck(t, a, c)
+		if d.Allowed || d.Source != sluice.FromLocalView || d.RetryAfter() <= 0 {
+			t.Fatalf("7th check: %+v, want denied from the local view with a RetryAfter", d)
+		}
+		if got := f.calls.Load() - calls; got != 0 {
+			t.Errorf("%d store calls while the store's denial stands, want 0", got)
 		}
 	})
 }
@@ -329,6 +337,68 @@ func TestAsyncOneBudgetPerState(t *testing.T) {
 		}
 		if admitted != 10 {
 			t.Errorf("admitted %d over three spellings of one 10r/m state, want 10", admitted)
+		}
+	})
+}
+
+// TestAsyncDropsOnlyCostOlderThanAWindow: during an outage, cost admitted
+// more than a window ago is dropped, and cost admitted since is sent when
+// the store is back, not dropped with it.
+func TestAsyncDropsOnlyCostOlderThanAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Minute})
+		c := check(1, hit("k", "100r/10s", sluice.Log))
+		mustCheck(t, a, c)
+		f.set(refuse)
+		for range 3 {
+			mustCheck(t, a, c) // old: dropped
+		}
+		time.Sleep(9 * time.Second)
+		for range 5 {
+			mustCheck(t, a, c) // young: sent
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		f.set(answer)
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if s := a.Stats(); s.Dropped != 3 || s.Pending != 0 {
+			t.Errorf("stats %+v, want the 3 old ones dropped, nothing pending", s)
+		}
+		if got := used(t, f.next, c); got != 5 {
+			t.Errorf("store's usage %v, want the 5 admitted within the window", got)
+		}
+	})
+}
+
+// TestAsyncCloseHonoursItsContext: Close returns when its context ends,
+// even while a flush waits on a store that does not answer (here for up to
+// the FlushTimeout of an hour), and counts what it could not send.
+func TestAsyncCloseHonoursItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a, err := edge.NewAsync(f, edge.AsyncOptions{FlushTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := check(1, hit("k", "100r/h", sluice.Log))
+		mustCheck(t, a, c)
+		f.set(hang)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		time.Sleep(150 * time.Millisecond) // a flush round is under way, hanging
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want the deadline", err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("Close took %v with a context of 100ms", took)
+		}
+		if s := a.Stats(); s.Dropped != 2 || s.Pending != 0 {
+			t.Errorf("stats %+v, want 2 dropped at Close", s)
 		}
 	})
 }
