@@ -402,3 +402,27 @@ func TestAsyncCloseHonoursItsContext(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncOneBudgetAcrossARateChange: a reload that changes a limit's
+// rate leaves one state in the store, so it keeps one slot and one budget:
+// checks of the old and new rate, interleaved, admit no more than the
+// store allows the new one.
+func TestAsyncOneBudgetAcrossARateChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: time.Hour})
+		old, raised := hit("k", "10r/m", sluice.SlidingWindow), hit("k", "12r/m", sluice.SlidingWindow)
+		var admitted int
+		for i := range 60 {
+			if mustCheck(t, a, check(1, []sluice.Hit{old, raised}[i%2])).Allowed {
+				admitted++
+			}
+		}
+		if admitted > 12 {
+			t.Errorf("admitted %d over checks of 10r/m and 12r/m on one state, want at most 12", admitted)
+		}
+		if s := a.Stats(); s.Keys != 1 {
+			t.Errorf("%d slots for one state, want 1", s.Keys)
+		}
+	})
+}
