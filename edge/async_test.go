@@ -426,3 +426,85 @@ func TestAsyncOneBudgetAcrossARateChange(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncFirstSightBound: with FirstSight, a key's first checks are
+// admitted locally while its first reply is on the way: at most FirstSight
+// per key and process. On keys another process has already filled, that
+// is the whole over-admission, and every unit of it is counted as
+// Unrecorded; on new keys the store's limit holds.
+func TestAsyncFirstSightBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			n     = 3 // processes
+			first = 2 // FirstSight
+			keys  = 20
+		)
+		f := newFlaky(t, nil)
+		fleet := make([]*edge.Async, n)
+		for i := range fleet {
+			fleet[i] = newAsync(t, f, edge.AsyncOptions{FirstSight: first, Processes: n})
+		}
+		c := func(k int) sluice.Check { return check(1, hit(fmt.Sprint("k", k), "5r/h", sluice.Log)) }
+		for k := range keys / 2 { // filled elsewhere
+			for range 5 {
+				mustCheck(t, f.next, c(k))
+			}
+		}
+		if d := mustCheck(t, fleet[0], c(keys-1)); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Fatalf("first check of a new key: %+v, want allowed locally", d)
+		}
+		admitted := make([]int64, keys)
+		var wg sync.WaitGroup
+		for _, a := range fleet {
+			for k := range keys {
+				wg.Go(func() {
+					for range 10 {
+						if mustCheck(t, a, c(k)).Allowed {
+							atomicAdd(&admitted[k])
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		admitted[keys-1]++
+		var unrecorded, firstSight uint64
+		for _, a := range fleet {
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			unrecorded += a.Stats().Unrecorded
+			firstSight += a.Stats().FirstSight
+		}
+		var over int64
+		for k, got := range admitted {
+			limit := int64(5)
+			if k < keys/2 {
+				limit = 0
+			}
+			if got > limit+n*first {
+				t.Errorf("key %d: admitted %d, want at most %d + N·FirstSight = %d", k, got, limit, limit+n*first)
+			}
+			if k >= keys/2 && got < limit {
+				t.Errorf("new key %d: admitted %d, want the limit %d", k, got, limit)
+			}
+			over += max(0, got-limit)
+		}
+		t.Logf("over-admission %d over %d keys (bound N·FirstSight = %d per key), %d unrecorded, %d first-sight admissions", over, keys, n*first, unrecorded, firstSight)
+		if uint64(over) != unrecorded {
+			t.Errorf("over-admission %d, but %d counted unrecorded", over, unrecorded)
+		}
+		if firstSight == 0 {
+			t.Errorf("no first-sight admission counted")
+		}
+	})
+}
+
+var atomicMu sync.Mutex
+
+func atomicAdd(p *int64) {
+	atomicMu.Lock()
+	*p++
+	atomicMu.Unlock()
+}
