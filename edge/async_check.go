@@ -292,13 +292,15 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 }
 
 // admit adds cost to s's pending cost, queues s, and asks for a flush at
-// once when the unsent cost reaches half of the budget, or on first sight.
+// once when the unsent cost reaches half of the budget. A first-sight
+// admission waits for the next round, where keys seen once are sent
+// together, up to sluice.MaxHits in one check.
 func (a *Async) admit(s *slot, cost, now int64) {
 	s.pending += cost
 	s.owed.add(cost, now, int64(s.key.hit.Limit.Window))
 	a.pending.Add(cost)
 	a.enqueue(s)
-	if s.blind || 2*s.unsent() >= a.budget(s) {
+	if !s.blind && 2*s.unsent() >= a.budget(s) {
 		a.urgentFlush(s)
 	}
 }
