@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/ident"
 	"github.com/sluicehq/sluice/internal/keyname"
 )
 
@@ -18,6 +19,15 @@ var (
 	// ErrUnavailable marks a store that could not be reached or did not
 	// answer in time. The failure policy decides what happens next.
 	ErrUnavailable = errors.New("sluice: store unavailable")
+	// ErrBadState marks a check that failed on the stored state of one of
+	// its keys: the store answered, but what it holds there is not state
+	// sluice wrote, such as a key of another type under a Redis store's
+	// prefix. It applies to that check alone: the store is healthy and
+	// other keys' checks go on, so it does not wrap ErrUnavailable, and
+	// failure policies and breakers (package edge) do not count it. The
+	// same check fails again until the key expires or is deleted (Reset
+	// deletes it).
+	ErrBadState = errors.New("sluice: bad stored state")
 )
 
 // MaxHits is the largest number of hits in one Check.
@@ -27,9 +37,9 @@ const MaxHits = 16
 const MaxKeyLen = 64 << 10
 
 // A Hit is one key under one limit. Two hits with the same Zone, Key and
-// limit identity (Algorithm, Window and bucket length) share their state,
-// whatever their Rate or Name: raising a limit keeps the usage counted so
-// far.
+// limit identity (Algorithm, Window and bucket length), in checks of the
+// same Group, share their state in every store, whatever their Rate, Name
+// or Shadow flag: raising a limit keeps the usage counted so far.
 type Hit struct {
 	// Zone is a namespace for keys, such as the name of a configured zone.
 	// Keys in different zones never share state. May be empty.
@@ -80,7 +90,7 @@ func (c Check) Validate() error {
 			return fmt.Errorf("hit %d: %w", i, err)
 		}
 		for j := range i {
-			if c.Hits[j].sameState(h) {
+			if c.Hits[j].state(c.Group) == h.state(c.Group) {
 				return fmt.Errorf("%w: hits %d and %d share state (zone %q, key %s, %s %v)", ErrInvalid, j, i, h.Zone, keyname.Of(h.Key), h.Limit.Algo(), h.Limit.Window)
 			}
 		}
@@ -104,9 +114,12 @@ func (h Hit) validate(cost int64) error {
 	return nil
 }
 
-func (h Hit) sameState(o Hit) bool {
-	return h.Zone == o.Zone && h.Key == o.Key && h.Limit.Algo() == o.Limit.Algo() &&
-		h.Limit.Window == o.Limit.Window && h.Limit.Bucket() == o.Limit.Bucket()
+// state returns the identity of h's stored state in a check of group: the
+// one definition every store shares (see internal/ident).
+func (h Hit) state(group string) ident.State {
+	l := h.Limit
+	return ident.State{Zone: h.Zone, Key: h.Key, Group: group,
+		Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
 }
 
 // HitResult is the state of one hit after a check.

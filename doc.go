@@ -17,8 +17,9 @@
 //
 // A denial is a result, not an error. Check returns an error only when it
 // could not decide: invalid input (errors.Is(err, ErrInvalid)), a store that
-// cannot be reached (errors.Is(err, ErrUnavailable)), or a context that is
-// done.
+// cannot be reached (errors.Is(err, ErrUnavailable)), stored state that is
+// not sluice's, which fails that check alone (errors.Is(err, ErrBadState)),
+// or a context that is done.
 //
 // # Time
 //

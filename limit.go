@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Algorithm names how a limit estimates usage in its sliding window. The zero
@@ -35,21 +37,25 @@ const (
 
 // Algorithms returns every algorithm, the default first, in a new slice.
 func Algorithms() []Algorithm {
-	return []Algorithm{SlidingWindow, Buckets, Log, Decay, GCRA}
+	table := ident.Algos()
+	out := make([]Algorithm, len(table))
+	for i, a := range table {
+		out[i] = Algorithm(a.Name)
+	}
+	return out
 }
 
 // ParseAlgorithm returns the algorithm named s. The empty string is
 // SlidingWindow; any unknown name is an error that wraps ErrInvalid.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	// A switch, not a loop over Algorithms: Limit.Validate calls this on
-	// every check.
-	switch a := Algorithm(s); a {
-	case "":
-		return SlidingWindow, nil
-	case SlidingWindow, Buckets, Log, Decay, GCRA:
-		return a, nil
+	if a, ok := ident.Lookup(s); ok {
+		return Algorithm(a.Name), nil
 	}
-	return "", fmt.Errorf("%w: unknown algorithm %q (want one of sliding-window, buckets, log, decay, gcra)", ErrInvalid, s)
+	names := make([]string, 0, 5)
+	for _, a := range ident.Algos() {
+		names = append(names, a.Name)
+	}
+	return "", fmt.Errorf("%w: unknown algorithm %q (want one of %s)", ErrInvalid, s, strings.Join(names, ", "))
 }
 
 // MaxLogRate is the largest Rate a Log limit may have, in every store and
@@ -142,8 +148,7 @@ func (l Limit) Validate() error {
 	// The common case, decided without building the error helper: every
 	// algorithm but Buckets and Log needs only these checks.
 	if l.Rate > 0 && l.Rate <= MaxRate && l.Window > 0 && l.Window <= MaxWindow && l.Window%time.Microsecond == 0 {
-		switch l.Algorithm {
-		case "", SlidingWindow, Decay, GCRA:
+		if a, ok := ident.Lookup(string(l.Algorithm)); ok && !a.Bucketed && (l.Rate <= MaxLogRate || Algorithm(a.Name) != Log) {
 			return nil
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -234,6 +236,28 @@ func TestParseAlgorithm(t *testing.T) {
 	for _, s := range []string{"Log", "sliding_window", "token-bucket", " log"} {
 		if _, err := ParseAlgorithm(s); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
 			t.Errorf("ParseAlgorithm(%q): %v, want ErrInvalid quoting the input", s, err)
+		}
+	}
+}
+
+// TestAlgorithmsAreTheTable: the exported constants, Algorithms and
+// ParseAlgorithm name exactly internal/ident's table, in its order.
+func TestAlgorithmsAreTheTable(t *testing.T) {
+	consts := []Algorithm{SlidingWindow, Buckets, Log, Decay, GCRA}
+	table := ident.Algos()
+	if got := Algorithms(); len(got) != len(table) || len(consts) != len(table) {
+		t.Fatalf("Algorithms() = %v, %d constants, table has %d", got, len(consts), len(table))
+	}
+	for i, a := range table {
+		if got := Algorithms()[i]; string(got) != a.Name || consts[i] != got {
+			t.Errorf("algorithm %d: Algorithms() has %q, constant %q, table %q", i, got, consts[i], a.Name)
+		}
+		if got, err := ParseAlgorithm(a.Name); err != nil || string(got) != a.Name {
+			t.Errorf("ParseAlgorithm(%q) = %q, %v", a.Name, got, err)
+		}
+		l := Limit{Rate: 10, Window: time.Minute, Algorithm: Algorithm(a.Name)}
+		if got := l.Bucket() != l.Window; got != a.Bucketed {
+			t.Errorf("%s: Bucket() differs from Window: %v, want %v (Bucketed)", a.Name, got, a.Bucketed)
 		}
 	}
 }

@@ -145,8 +145,8 @@ func TestCloseWaitsForQueuedChecks(t *testing.T) {
 }
 
 // TestBatchIsolatesFailures: a check on a key of the wrong type (a foreign
-// key under the prefix) fails alone; the checks coalesced with it are
-// decided.
+// key under the prefix) fails alone, with sluice.ErrBadState and not
+// ErrUnavailable; the checks coalesced with it are decided.
 func TestBatchIsolatesFailures(t *testing.T) {
 	srv := redistest.Standalone(t)
 	s := newStore(t, srv.Client(), redisstore.Options{Prefix: "iso:"})
@@ -166,7 +166,7 @@ func TestBatchIsolatesFailures(t *testing.T) {
 			for range 10 {
 				err := s.Check(context.Background(), hit("", key, l), &d)
 				switch {
-				case key == "bad" && errors.Is(err, sluice.ErrUnavailable):
+				case key == "bad" && errors.Is(err, sluice.ErrBadState) && !errors.Is(err, sluice.ErrUnavailable):
 					bad.Add(1)
 				case key == "good" && err == nil && d.Allowed:
 					good.Add(1)

@@ -29,7 +29,8 @@ func (s *Store) plan(c sluice.Check, withSpecs bool) []call {
 	}
 	calls := make([]call, 0, 1)
 	for i, h := range c.Hits {
-		key, tag := stateKey(s.prefix, h, c.Group)
+		st := stateOf(h, c.Group)
+		key, tag := stateKey(s.prefix, st)
 		var sl uint16
 		if s.cluster {
 			sl = slot(tag)
@@ -42,7 +43,7 @@ func (s *Store) plan(c sluice.Check, withSpecs bool) []call {
 		cl := &calls[j]
 		cl.hits, cl.keys = append(cl.hits, i), append(cl.keys, key)
 		if withSpecs {
-			cl.specs = append(cl.specs, specOf(h, c.Shadow))
+			cl.specs = append(cl.specs, specOf(h, st, c.Shadow))
 		}
 	}
 	slices.SortFunc(calls, func(a, b call) int { return int(a.slot) - int(b.slot) })
@@ -62,14 +63,15 @@ type oneHit struct {
 func (s *Store) planOne(c sluice.Check, withSpecs bool) []call {
 	h := c.Hits[0]
 	o := &oneHit{}
-	key, tag := stateKey(s.prefix, h, c.Group)
+	st := stateOf(h, c.Group)
+	key, tag := stateKey(s.prefix, st)
 	o.keys[0] = key
 	cl := call{hits: o.hits[:], keys: o.keys[:], cost: c.Cost}
 	if s.cluster {
 		cl.slot = slot(tag)
 	}
 	if withSpecs {
-		o.specs[0] = specOf(h, c.Shadow)
+		o.specs[0] = specOf(h, st, c.Shadow)
 		cl.specs = o.specs[:]
 	}
 	o.calls[0] = cl

@@ -7,75 +7,62 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // maxPart is the longest encoded zone, tag or key kept as is; longer ones
 // are replaced by their SHA-256 (see encodePart).
 const maxPart = 128
 
-// algoCode is the one-letter code of each algorithm in the scripts' ARGV.
-var algoCode = map[sluice.Algorithm]string{
-	sluice.SlidingWindow: "w",
-	sluice.Buckets:       "b",
-	sluice.Log:           "l",
-	sluice.Decay:         "d",
-	sluice.GCRA:          "g",
-}
-
-// keyCode is the code of each algorithm in keys. Upper case since the
-// state format of every algorithm changed (hashes and integer fields,
-// where it was one formatted string): the state of an older version, under
-// the lower-case codes, is ignored (it expires) rather than misread.
-var keyCode = map[sluice.Algorithm]string{
-	sluice.SlidingWindow: "W",
-	sluice.Buckets:       "B",
-	sluice.Log:           "L",
-	sluice.Decay:         "D",
-	sluice.GCRA:          "G",
-}
-
-// stateKey returns the Redis key of one hit's state:
+// stateKey returns the Redis key of a hit's state st:
 //
 //	<prefix><zone>{<tag>}:<ALGO><window µs>[/<bucket µs>][:<key>]
 //
-// The tag is the hit's key, or the check's group when set; then the hit's
-// key follows the identity. Every user-supplied part is encoded by
-// encodePart, which leaves no "{" or "}" and no ":", so the tag Redis
-// Cluster hashes is exactly the encoded tag and no two different (zone,
-// group, key, limit identity) share a key.
-func stateKey(prefix string, h sluice.Hit, group string) (key, tag string) {
-	tag = encodePart(h.Key)
-	if group != "" {
-		tag = encodePart(group)
+// ALGO is the algorithm's ident.Algo.KeyCode. The tag is the hit's key, or
+// the check's group when set; then the hit's key follows the identity.
+// Every user-supplied part is encoded by encodePart, which leaves no "{" or
+// "}" and no ":", so the tag Redis Cluster hashes is exactly the encoded
+// tag, and two different ident.States never share a key.
+func stateKey(prefix string, st ident.State) (key, tag string) {
+	tag = encodePart(st.Key)
+	if st.Group != "" {
+		tag = encodePart(st.Group)
 	}
-	zone := encodePart(h.Zone)
+	zone := encodePart(st.Zone)
 	var suffix string
-	if group != "" {
-		suffix = encodePart(h.Key)
+	if st.Group != "" {
+		suffix = encodePart(st.Key)
 	}
+	a, _ := st.Limit.Algo()
 	// The numbers go through a stack buffer and the key is built in one
 	// allocation of its exact size.
 	var buf [48]byte
-	num := strconv.AppendInt(buf[:0], h.Limit.Window.Microseconds(), 10)
-	if h.Limit.Algo() == sluice.Buckets {
+	num := append(buf[:0], a.KeyCode())
+	num = strconv.AppendInt(num, st.Limit.Window, 10)
+	if a.Bucketed {
 		num = append(num, '/')
-		num = strconv.AppendInt(num, h.Limit.Bucket().Microseconds(), 10)
+		num = strconv.AppendInt(num, st.Limit.Bucket, 10)
 	}
-	code := keyCode[h.Limit.Algo()]
 	var b strings.Builder
-	b.Grow(len(prefix) + len(zone) + len(tag) + len(code) + len(num) + len(suffix) + 4)
+	b.Grow(len(prefix) + len(zone) + len(tag) + len(num) + len(suffix) + 4)
 	b.WriteString(prefix)
 	b.WriteString(zone)
 	b.WriteByte('{')
 	b.WriteString(tag)
 	b.WriteString("}:")
-	b.WriteString(code)
 	b.Write(num)
-	if group != "" {
+	if st.Group != "" {
 		b.WriteByte(':')
 		b.WriteString(suffix)
 	}
 	return b.String(), tag
+}
+
+// stateOf returns the identity of hit h's state in a check of group.
+func stateOf(h sluice.Hit, group string) ident.State {
+	l := h.Limit
+	return ident.State{Zone: h.Zone, Key: h.Key, Group: group,
+		Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
 }
 
 // encodePart escapes s so that it contains only printable ASCII other than

@@ -87,7 +87,7 @@ func TestStateKeyLayout(t *testing.T) {
 		{sluice.Hit{Zone: "api", Key: "alice", Limit: l}, "res 1", "sluice:api{res%201}:W60000000:alice"},
 	}
 	for _, tt := range tests {
-		key, _ := stateKey("sluice:", tt.hit, tt.group)
+		key, _ := stateKey("sluice:", stateOf(tt.hit, tt.group))
 		if key != tt.want {
 			t.Errorf("stateKey(%q, %q, group %q) = %q, want %q", tt.hit.Zone, tt.hit.Key, tt.group, key, tt.want)
 		}
@@ -110,7 +110,7 @@ func TestStateKeysDistinct(t *testing.T) {
 		for _, key := range nastyKeys {
 			for _, group := range []string{"", "g", "{g}"} {
 				for li, l := range limits {
-					k, tag := stateKey("p:", sluice.Hit{Zone: zone, Key: key, Limit: l}, group)
+					k, tag := stateKey("p:", stateOf(sluice.Hit{Zone: zone, Key: key, Limit: l}, group))
 					id := strconv.Quote(zone) + " " + strconv.Quote(key) + " " + strconv.Quote(group) + " " + strconv.Itoa(li)
 					if other, dup := seen[k]; dup {
 						t.Fatalf("%s and %s share key %q", id, other, k)

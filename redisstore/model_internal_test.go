@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -112,7 +113,8 @@ type model struct {
 func (m *model) state(key string, l sluice.Limit) algo.State {
 	st, ok := m.states[key]
 	if !ok {
-		st = algo.New(string(l.Algo()))
+		a, _ := ident.Lookup(string(l.Algo()))
+		st = a.New()
 		m.states[key] = st
 	}
 	return st
@@ -120,7 +122,7 @@ func (m *model) state(key string, l sluice.Limit) algo.State {
 
 func (m *model) reset(c sluice.Check) {
 	for _, h := range c.Hits {
-		key, _ := stateKey(m.s.prefix, h, c.Group)
+		key, _ := stateKey(m.s.prefix, stateOf(h, c.Group))
 		delete(m.states, key)
 	}
 }

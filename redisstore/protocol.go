@@ -8,22 +8,23 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // spec is a hit's limit as decide.lua reads it. Hits of one script call
 // with equal specs share one entry of the call's limit list.
 type spec struct {
-	code                 byte // algoCode
+	code                 byte // ident.Algo.Code
 	rate, window, bucket int64
 	shadow               bool
 }
 
-func specOf(h sluice.Hit, shadow bool) spec {
-	l := h.Limit
+// specOf returns the spec of a hit whose state is st.
+func specOf(h sluice.Hit, st ident.State, shadow bool) spec {
 	return spec{
-		code: algoCode[l.Algo()][0], rate: l.Rate,
-		window: l.Window.Microseconds(), bucket: l.Bucket().Microseconds(),
-		shadow: shadow || l.Shadow,
+		code: st.Limit.Code, rate: h.Limit.Rate,
+		window: st.Limit.Window, bucket: st.Limit.Bucket,
+		shadow: shadow || h.Limit.Shadow,
 	}
 }
 
@@ -103,8 +104,10 @@ type checkReply struct {
 	hits    []hitReply
 }
 
-// errCheckFailed is a check that failed inside the script, alone.
-var errCheckFailed = fmt.Errorf("the script failed on this check's keys (a key of the wrong type under the prefix?)")
+// errCheckFailed is a check that failed inside the script, alone: the
+// script's pcall caught an error on its keys, such as WRONGTYPE on a key
+// of another type under the prefix.
+var errCheckFailed = fmt.Errorf("%w: the script failed on this check's keys (a key of another type under the prefix?)", sluice.ErrBadState)
 
 // decoder walks decide.lua's reply, check by check: the one function that
 // checks and decodes it. Any deviation is an error, never a guess.

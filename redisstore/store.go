@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -128,7 +129,10 @@ func (s *Store) Close() error {
 // (errors wrap sluice.ErrInvalid), then decides it with one script call,
 // or one per hash slot in a Cluster (see the package doc). A failure to get
 // an answer within Options.Timeout wraps sluice.ErrUnavailable; the
-// caller's context being done is returned as the context's error.
+// caller's context being done is returned as the context's error. A check
+// the script failed on because of what one of its keys holds (data of
+// another type under the prefix) fails alone with an error wrapping
+// sluice.ErrBadState, not ErrUnavailable, logged with its keys' digests.
 func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: check %s: %w", describe(c), err)
@@ -170,13 +174,44 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 	return nil
 }
 
-// failure wraps a Redis error: the caller's context is reported as such,
-// anything else means Redis could not answer.
+// failure wraps a Redis error: the caller's context is reported as such;
+// a check the script failed on in every call that failed is that check's
+// own error (sluice.ErrBadState, logged with its keys' digests); anything
+// else means Redis could not answer.
 func (s *Store) failure(ctx context.Context, op string, c sluice.Check, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("redisstore: %s %s: %w", op, describe(c), ctxErr)
 	}
+	if onlyBadState(err) {
+		s.log.Warn("redisstore: a check failed on the stored state of its keys; the data under them is not sluice's",
+			"op", op, "keys", digests(c))
+		return fmt.Errorf("redisstore: %s %s: %w", op, describe(c), err)
+	}
 	return fmt.Errorf("redisstore: %s %s: %w: %w", op, describe(c), sluice.ErrUnavailable, err)
+}
+
+// onlyBadState reports whether err, or every error err joins, is a check
+// the script failed on.
+func onlyBadState(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyBadState(e) {
+				return false
+			}
+		}
+		return len(j.Unwrap()) > 0
+	}
+	return errors.Is(err, errCheckFailed)
+}
+
+// digests names every hit of c in logs: its zone and the digest of its key
+// (see internal/keyname).
+func digests(c sluice.Check) []string {
+	out := make([]string, len(c.Hits))
+	for i, h := range c.Hits {
+		out[i] = fmt.Sprintf("%q/%s", h.Zone, keyname.Of(h.Key))
+	}
+	return out
 }
 
 // describe names a check in errors and logs: its first hit's zone and the

@@ -27,25 +27,6 @@ type State interface {
 	Record(p Params, now, cost int64) (used float64, resetAfter int64)
 }
 
-// New returns the empty state of the named algorithm ("sliding-window",
-// "buckets", "log", "decay", "gcra"; "" means "sliding-window"), or nil for
-// an unknown name.
-func New(algorithm string) State {
-	switch algorithm {
-	case "", "sliding-window":
-		return new(Window)
-	case "buckets":
-		return new(Buckets)
-	case "log":
-		return new(Log)
-	case "decay":
-		return new(Decay)
-	case "gcra":
-		return new(GCRA)
-	}
-	return nil
-}
-
 // Hit is one state under its limit in a decision.
 type Hit struct {
 	State  State

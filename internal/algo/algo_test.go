@@ -10,7 +10,20 @@ const sec = int64(1_000_000)
 // t0 is an aligned instant far from the epoch, like a real clock reading.
 const t0 = 1_700_000_040 * sec // a multiple of 60 s
 
+// algorithms and newState are internal/ident's table as these tests see
+// it: the table imports this package, so they cannot; ident's TestTable
+// holds the table to the same names and types.
 var algorithms = []string{"sliding-window", "buckets", "log", "decay", "gcra"}
+
+func newState(name string) State {
+	return map[string]func() State{
+		"sliding-window": func() State { return new(Window) },
+		"buckets":        func() State { return new(Buckets) },
+		"log":            func() State { return new(Log) },
+		"decay":          func() State { return new(Decay) },
+		"gcra":           func() State { return new(GCRA) },
+	}[name]()
+}
 
 func tenPerMinute(algorithm string) Params {
 	p := Params{Rate: 10, Window: 60 * sec, Bucket: 60 * sec}
@@ -32,7 +45,7 @@ func TestTenPerMinute(t *testing.T) {
 	}
 	for _, a := range algorithms {
 		t.Run(a, func(t *testing.T) {
-			s, p := New(a), tenPerMinute(a)
+			s, p := newState(a), tenPerMinute(a)
 			for i := range 10 {
 				if r := s.Eval(p, t0, 1); !r.Allowed {
 					t.Fatalf("check %d denied: %+v", i+1, r)
@@ -72,7 +85,7 @@ func TestCloudflareExample(t *testing.T) {
 func TestDecideAllOrNothing(t *testing.T) {
 	p := Params{Rate: 5, Window: 10 * sec, Bucket: 10 * sec}
 	c := Params{Rate: 3, Window: 10 * sec, Bucket: 10 * sec}
-	res, a, b := New("log"), New("log"), New("log")
+	res, a, b := newState("log"), newState("log"), newState("log")
 	out := make([]Outcome, 2)
 	check := func(consumer State) bool {
 		ok, _, _ := Decide([]Hit{{State: res, Params: p}, {State: consumer, Params: c}}, out, t0, 1)
@@ -108,7 +121,7 @@ func TestRetryAfterIsTight(t *testing.T) {
 				p.Bucket = sec
 			}
 			rng := newRand(1)
-			s, now := New(a), t0
+			s, now := newState(a), t0
 			denials := 0
 			for range 20_000 {
 				now += rng.int63n(300_000)
@@ -155,7 +168,7 @@ func TestNeverOveradmit(t *testing.T) {
 				bound = p.Rate
 			}
 			rng := newRand(7)
-			s, now := New(a), t0
+			s, now := newState(a), t0
 			var admitted []int64
 			for range 50_000 {
 				now += rng.int63n(100_000)
@@ -196,7 +209,7 @@ func (r *rand) int63n(n int64) int64 {
 func TestClockBehindForgetsNothing(t *testing.T) {
 	for _, a := range algorithms {
 		t.Run(a, func(t *testing.T) {
-			s, p := New(a), tenPerMinute(a)
+			s, p := newState(a), tenPerMinute(a)
 			s.Record(p, t0+70*sec, 4) // the next window
 			s.Record(p, t0+10*sec, 1) // the clock steps back a window
 			if used := s.Eval(p, t0+70*sec, 0).Used; used < 4.9 {

@@ -29,7 +29,7 @@ func TestFreshAdmitsExactlyRate(t *testing.T) {
 		for unit, w := range periods {
 			t.Run(a+"/"+unit, func(t *testing.T) {
 				for rate := int64(1); rate <= 1000; rate++ {
-					s, p := New(a), params(a, rate, w)
+					s, p := newState(a), params(a, rate, w)
 					for i := range rate {
 						if r := s.Eval(p, now, 1); !r.Allowed {
 							t.Fatalf("%dr/%s: check %d denied: %+v", rate, unit, i+1, r)
@@ -83,7 +83,7 @@ func TestLargeRates(t *testing.T) {
 		for _, rate := range []int64{3_000_000, 10_000_000, 999_999_937, 1_000_000_000} {
 			for unit, w := range periods {
 				t.Run(fmt.Sprintf("%s/%dr/%s", a, rate, unit), func(t *testing.T) {
-					s, p, now := New(a), params(a, rate, w), t0+7
+					s, p, now := newState(a), params(a, rate, w), t0+7
 					costs := []int64{rate / 3, rate / 3, rate - 2*(rate/3) - 1, 1}
 					for i, c := range costs {
 						if r := s.Eval(p, now, c); !r.Allowed {

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpfields"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Options configure a Service. Limiter is required.
@@ -203,8 +204,9 @@ func (d *Domain) plan(req *pb.RateLimitRequest, descs []descriptor) error {
 // check builds the one sluice check of the descriptors in the checked
 // state. A non-shadow impossible descriptor blocks the request: the check
 // becomes a peek (cost 0), so that the others report their state and
-// nothing is recorded. Descriptors that select the same counter share a
-// hit. Recording descriptors must agree on one cost.
+// nothing is recorded. Descriptors that select the same counter (the same
+// state: internal/ident) share a hit, under the stricter of their limits.
+// Recording descriptors must agree on one cost.
 func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked bool, err error) {
 	cost, costFrom := int64(-1), -1
 	for i := range descs {
@@ -224,8 +226,9 @@ func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked
 		hit := sluice.Hit{Zone: "rls/" + d.Name, Key: dd.m.key, Limit: dd.lim.sl}
 		dd.hit = -1
 		for j, h := range c.Hits {
-			if h.Key == hit.Key && h.Limit.Window == hit.Limit.Window {
+			if stateOf(h) == stateOf(hit) {
 				dd.hit = j
+				c.Hits[j].Limit = stricter(h.Limit, hit.Limit)
 			}
 		}
 		if dd.hit < 0 {
@@ -241,6 +244,30 @@ func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked
 		c.Cost = 0
 	}
 	return c, blocked, nil
+}
+
+// stateOf is the identity of the state a hit of an rls check names (rls
+// checks have no group).
+func stateOf(h sluice.Hit) ident.State {
+	return ident.State{Zone: h.Zone, Key: h.Key,
+		Limit: ident.LimitOf(string(h.Limit.Algo()), h.Limit.Window, h.Limit.Bucket())}
+}
+
+// stricter returns the limit that holds one counter to both a and b: an
+// enforced one over a shadow one, else the lower rate. A check that passes
+// it passes the other too, so neither descriptor's limit is dropped; the
+// looser descriptor reports the remaining count of the stricter one.
+func stricter(a, b sluice.Limit) sluice.Limit {
+	switch {
+	case a.Shadow != b.Shadow:
+		if a.Shadow {
+			return b
+		}
+		return a
+	case b.Rate < a.Rate:
+		return b
+	}
+	return a
 }
 
 // respond builds the response from the decision d of check c.

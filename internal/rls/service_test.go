@@ -311,3 +311,23 @@ func TestGlobalShadowMode(t *testing.T) {
 	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="user"} 2`)
 	r.wantMetric(`sluice_rls_descriptors_total{domain="api",result="shadow_over_limit",rule="blocked"} 2`)
 }
+
+// TestSameCounterKeepsTheStricterLimit: two descriptors that select the
+// same counter (the same entries, here with limit overrides of 5 and 2 per
+// minute) are one hit of the check; the hit takes the stricter limit, so
+// neither descriptor's limit is dropped. Merged on Key and Window alone,
+// the second descriptor's 2 per minute was silently ignored.
+func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	override := func(n uint32) *pbDesc {
+		d := desc("route", "checkout")
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
+		return d
+	}
+	if got := r.askN(4, "api", override(5), override(2)); got != 2 {
+		t.Errorf("overrides of 5 and 2 per minute on one counter: %d of 4 OK, want 2", got)
+	}
+	if got := r.askN(4, "api", override(5)); got != 3 {
+		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded once each)", got)
+	}
+}

@@ -2,8 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // exact is the reference: the instants of the requests counted in the
@@ -100,23 +102,26 @@ type replayer struct {
 	names    []string
 	enforce  bool
 	states   []algo.State
-	models   []model   // per algorithm; nil where the model is the exact window
-	refs     []exact   // per algorithm, then the shared one: see ref
-	admitted [][]int64 // enforcing: per algorithm, the instants it admitted
-	limited  []bool    // per algorithm: limited some request of this source
-	over     []bool    // per reference: really over at some request
-	peak     []int64   // per reference: highest real count
+	models   []model      // per algorithm; nil where the model is the exact window
+	refs     []exact      // per algorithm, then the shared one: see ref
+	algos    []ident.Algo // per algorithm: its entry in the table
+	admitted [][]int64    // enforcing: per algorithm, the instants it admitted
+	limited  []bool       // per algorithm: limited some request of this source
+	over     []bool       // per reference: really over at some request
+	peak     []int64      // per reference: highest real count
 }
 
 func newReplayer(p algo.Params, names []string, enforce bool) (*replayer, error) {
 	nref := len(names) + 1
-	r := &replayer{p: p, names: names, enforce: enforce, states: make([]algo.State, len(names)),
+	r := &replayer{p: p, names: names, enforce: enforce, states: make([]algo.State, len(names)), algos: make([]ident.Algo, len(names)),
 		models: make([]model, len(names)), refs: make([]exact, nref), admitted: make([][]int64, len(names)),
 		limited: make([]bool, len(names)), over: make([]bool, nref), peak: make([]int64, nref)}
 	for k, name := range names {
-		if algo.New(name) == nil {
-			return nil, fmt.Errorf("sim: unknown algorithm %q (want sliding-window, buckets, log, decay or gcra)", name)
+		a, ok := ident.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("sim: unknown algorithm %q (want one of %s)", name, strings.Join(Algorithms(), ", "))
 		}
+		r.algos[k] = a
 		r.models[k] = newModel(name, p)
 	}
 	return r, nil
@@ -140,8 +145,8 @@ const maxSamples = 20_000
 // plus samples every W/120 from the first request to two windows after the
 // last, when every algorithm has forgotten the source.
 func (r *replayer) source(at []int64, out []tally, watch bool) []Point {
-	for k, name := range r.names {
-		r.states[k], r.limited[k], r.admitted[k] = algo.New(name), false, r.admitted[k][:0]
+	for k := range r.names {
+		r.states[k], r.limited[k], r.admitted[k] = r.algos[k].New(), false, r.admitted[k][:0]
 		if m := r.models[k]; m != nil {
 			m.reset()
 		}

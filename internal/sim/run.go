@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Workload is a set of independent sources of requests. Implementations
@@ -24,14 +25,18 @@ type Workload interface {
 // Algorithms returns the names of the five algorithms, the default first:
 // what Run compares when Options.Algorithms is empty.
 func Algorithms() []string {
-	return []string{"sliding-window", "buckets", "log", "decay", "gcra"}
+	var names []string
+	for _, a := range ident.Algos() {
+		names = append(names, a.Name)
+	}
+	return names
 }
 
 // Options tune Run. The zero value compares every algorithm in shadow mode
 // on every core.
 type Options struct {
 	// Algorithms to compare with the exact reference, by name (see
-	// algo.New). Default: Algorithms().
+	// internal/ident's table). Default: Algorithms().
 	Algorithms []string
 	// Enforce replays in enforcing mode: a request an algorithm limits is
 	// not recorded by it, and its reference counts only what it admitted.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // testPeek: cost 0 reports the state and records nothing, on a fresh key
@@ -176,32 +177,61 @@ func testShadow(t *testing.T, f Factory) {
 	})
 }
 
-// testSharedIdentity: hits with the same zone, key, algorithm, window and
-// bucket share state whatever their Rate and Name; any other difference
-// separates them.
+// testSharedIdentity holds a store to internal/ident's State, for every
+// algorithm of its table: hits whose zone, key, group, algorithm, window
+// and bucket length are equal share state whatever their Name and Shadow
+// flag (and, shown for the default algorithm, their Rate); a difference in
+// any one of the six separates them.
 func testSharedIdentity(t *testing.T, f Factory) {
-	h := newHarness(t, f)
-	base := limit(sluice.SlidingWindow, 10, time.Minute)
-	c := one("k", base)
-	c.Cost = 10
-	h.check(c)
-	raised := base
-	raised.Rate, raised.Name = 20, "raised"
-	if d := h.check(one("k", raised)); !d.Allowed || !same(d.Hits[0].Used, 11) {
-		t.Errorf("raised limit: %+v, want allowed with 11 used (shared state)", d)
+	for _, a := range ident.Algos() {
+		t.Run(a.Name, func(t *testing.T) {
+			h := newHarness(t, f)
+			base := limit(sluice.Algorithm(a.Name), 10, time.Minute)
+			c := one("k", base)
+			c.Group, c.Cost = "g", 10
+			h.check(c)
+			renamed := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: base}}, Group: "g"}
+			renamed.Hits[0].Limit.Name, renamed.Hits[0].Limit.Shadow = "renamed", true
+			if r := h.peek(renamed, 0); !same(r.Used, 10) {
+				t.Errorf("a renamed shadow limit: used %v, want 10 (shared state)", r.Used)
+			}
+			if a.Name == string(sluice.SlidingWindow) {
+				// Raising a limit keeps the usage counted so far.
+				raised := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: base}}, Group: "g", Cost: 1}
+				raised.Hits[0].Limit.Rate = 20
+				if d := h.check(raised); !d.Allowed || !same(d.Hits[0].Used, 11) {
+					t.Errorf("raised limit: %+v, want allowed with 11 used (shared state)", d)
+				}
+			}
+			others := map[string]sluice.Check{
+				"zone":      {Hits: []sluice.Hit{{Zone: "z", Key: "k", Limit: base}}, Group: "g"},
+				"key":       {Hits: []sluice.Hit{{Key: "k2", Limit: base}}, Group: "g"},
+				"group":     {Hits: []sluice.Hit{{Key: "k", Limit: base}}},
+				"window":    {Hits: []sluice.Hit{{Key: "k", Limit: limit(sluice.Algorithm(a.Name), 10, time.Hour)}}, Group: "g"},
+				"algorithm": {Hits: []sluice.Hit{{Key: "k", Limit: limit(otherAlgorithm(a), 10, time.Minute)}}, Group: "g"},
+			}
+			if a.Bucketed {
+				coarse := base
+				coarse.Resolution = 30 * time.Second
+				others["bucket"] = sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: coarse}}, Group: "g"}
+			}
+			for name, c := range others {
+				if r := h.peek(c, 0); !same(r.Used, 0) {
+					t.Errorf("a hit with another %s shares state: used %v", name, r.Used)
+				}
+			}
+		})
 	}
-	fine := sluice.Limit{Rate: 10, Window: time.Minute, Algorithm: sluice.Buckets, Resolution: 6 * time.Second}
-	h.check(one("k", fine))
-	others := map[string]sluice.Limit{
-		"window":     limit(sluice.SlidingWindow, 10, time.Hour),
-		"algorithm":  limit(sluice.Log, 10, time.Minute),
-		"resolution": {Rate: 10, Window: time.Minute, Algorithm: sluice.Buckets, Resolution: 30 * time.Second},
-	}
-	for name, l := range others {
-		if r := h.peek(one("k", l), 0); !same(r.Used, 0) {
-			t.Errorf("a limit with another %s shares state: used %v", name, r.Used)
+}
+
+// otherAlgorithm returns an algorithm of the table other than a.
+func otherAlgorithm(a ident.Algo) sluice.Algorithm {
+	for _, o := range ident.Algos() {
+		if o.Code != a.Code {
+			return sluice.Algorithm(o.Name)
 		}
 	}
+	panic("storetest: the table has one algorithm")
 }
 
 // testCanceledContext: a check or reset whose context is already done

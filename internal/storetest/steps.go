@@ -38,7 +38,7 @@ func runSteps(t *testing.T, f Factory, l sluice.Limit, steps []step) {
 // near compares durations exactly for the exact algorithms and to the
 // microsecond for the others, whose waits are rounded floats.
 func near(got, want time.Duration, l sluice.Limit) bool {
-	if a := l.Algo(); a == sluice.Log || a == sluice.GCRA {
+	if exact(l.Algo()) {
 		return got == want
 	}
 	return got >= want-time.Microsecond && got <= want+time.Microsecond
@@ -70,7 +70,7 @@ func testTenPerMinute(t *testing.T, f Factory) {
 		}
 		steps[9].reset = w.reset
 		early := time.Millisecond
-		if a == sluice.Log || a == sluice.GCRA {
+		if exact(a) {
 			early = time.Microsecond
 		}
 		steps = append(steps,

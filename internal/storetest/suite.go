@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Factory returns a fresh, empty limiter that reads time from now. It is
@@ -134,7 +135,7 @@ func describe(c sluice.Check) string {
 // ten buckets per window.
 func limit(a sluice.Algorithm, rate int64, window time.Duration) sluice.Limit {
 	l := sluice.Limit{Rate: rate, Window: window, Algorithm: a}
-	if a == sluice.Buckets {
+	if e, _ := ident.Lookup(string(a)); e.Bucketed {
 		l.Resolution = window / 10
 	}
 	return l
@@ -145,11 +146,19 @@ func one(key string, l sluice.Limit) sluice.Check {
 	return sluice.Check{Hits: []sluice.Hit{{Key: key, Limit: l}}, Cost: 1}
 }
 
-// forEachAlgorithm runs f in a subtest per algorithm.
+// forEachAlgorithm runs f in a subtest per algorithm of internal/ident's
+// table.
 func forEachAlgorithm(t *testing.T, f func(t *testing.T, a sluice.Algorithm)) {
-	for _, a := range sluice.Algorithms() {
-		t.Run(string(a), func(t *testing.T) { f(t, a) })
+	for _, a := range ident.Algos() {
+		t.Run(a.Name, func(t *testing.T) { f(t, sluice.Algorithm(a.Name)) })
 	}
+}
+
+// exact reports whether a decides on integers (ident.Algo.Exact): its
+// waits are exact, not rounded floats.
+func exact(a sluice.Algorithm) bool {
+	e, _ := ident.Lookup(string(a))
+	return e.Exact
 }
 
 // same compares usages to float rounding (the estimators' weights).
