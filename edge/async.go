@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Defaults of AsyncOptions.
@@ -348,23 +349,30 @@ func (a *Async) Stats() AsyncStats {
 	}
 }
 
-// fingerprint returns the 128-bit digest of k's state identity, the
-// slots' map key: one pass over its strings. It covers what identifies the
-// key's state in the store (zone, key, group, algorithm, window, bucket)
-// and nothing else: not the limit's Name, Rate or shadow flags, nor the
-// spelling of the default algorithm. So two checks that share a state
-// share one slot and one budget, also across a reload that changes the
-// rate (the slot then takes the new limit, see Async.decide).
+// fingerprint returns the 128-bit digest of the state identity of k
+// (ident.State: zone, key, group, algorithm, window, bucket), the slots'
+// map key: one pass over its strings. Nothing else is in it: not the
+// limit's Name, Rate or shadow flags, nor the spelling of the default
+// algorithm. So two checks that share a state share one slot and one
+// budget, also across a reload that changes the rate (the slot then takes
+// the new limit, see Async.decide).
 func (a *Async) fingerprint(k *slotKey) fingerprint {
+	st := stateOf(k)
 	var h hasher
 	h.init(&a.secret)
-	h.str(k.hit.Zone)
-	h.str(k.hit.Key)
-	h.str(k.group)
-	l := &k.hit.Limit
-	h.str(string(l.Algo()))
-	h.word(uint64(l.Window), uint64(l.Bucket()))
+	h.str(st.Zone)
+	h.str(st.Key)
+	h.str(st.Group)
+	h.word(uint64(st.Limit.Code), uint64(st.Limit.Window))
+	h.word(uint64(st.Limit.Bucket), 0)
 	return h.sum()
+}
+
+// stateOf returns the identity of the state k's hit names in the store.
+func stateOf(k *slotKey) ident.State {
+	l := &k.hit.Limit
+	return ident.State{Zone: k.hit.Zone, Key: k.hit.Key, Group: k.group,
+		Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
 }
 
 // slotKeyOf returns what a slot of c's hit i sends its cost with.
