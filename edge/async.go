@@ -44,7 +44,10 @@ type AsyncOptions struct {
 	// SyncInterval is how often each key's pending cost is sent to the
 	// store, and its view refreshed from the reply. A key is sent sooner,
 	// at once, when its unsent cost reaches half of what its view says
-	// remains. Must be >= 0; zero means DefaultSyncInterval (100ms).
+	// remains. It should be shorter than the smallest window checked
+	// through the limiter (the server refuses a longer one): cost owed for
+	// longer than its window is dropped. Must be >= 0; zero means
+	// DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
 	// Processes is the number of processes sharing the store's keys, or 1.
 	// Each process then admits locally, between two replies, at most its
@@ -130,11 +133,15 @@ type AsyncStats struct {
 // An Async is a sluice.Limiter that decides checks locally, from a view of
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
-// cost to the store in the background every SyncInterval. Its decisions
-// have Source sluice.FromLocalView; a key without a usable view is decided
-// by the store synchronously. It is safe for concurrent use. It runs one
-// coordinating goroutine and Flushers flusher goroutines, whatever the
-// traffic; Close stops them after sending everything pending.
+// cost to the store in the background every SyncInterval. Its local
+// decisions have Source sluice.FromLocalView. A key without a usable view
+// is decided by the store synchronously (or admitted up to FirstSight);
+// so is a key whose budget here is spent while no denial by the store
+// stands on it, one caller per key at a time. It is safe for concurrent
+// use. It runs one coordinating goroutine and Flushers flusher goroutines,
+// whatever the traffic; Close stops them after sending everything
+// pending. Make one with NewAsync: the zero value has no store, and its
+// Check returns an error wrapping sluice.ErrInvalid.
 type Async struct {
 	next       sluice.Limiter
 	interval   time.Duration

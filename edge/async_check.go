@@ -24,6 +24,9 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
 	}
+	if a.next == nil {
+		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
+	}
 	a.active.Add(1)
 	defer a.checkDone()
 	if a.closed.Load() {
@@ -365,6 +368,9 @@ func (a *Async) enqueue(s *slot) {
 // Reset implements sluice.Limiter: it forgets c's keys here, their pending
 // cost included (a reset forgets usage), then resets them in the store.
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
+	if a.next == nil {
+		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
+	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)

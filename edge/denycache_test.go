@@ -489,7 +489,7 @@ func TestDenyCacheOneAskerPerExpiredDenial(t *testing.T) {
 	})
 }
 
-// TestDenyCacheZeroValue: the zero DenyCache has no limiter; it says so
+// TestDenyCacheZeroValue: the zero DenyCache (and Async) has no limiter; it says so
 // with an error rather than panicking.
 func TestDenyCacheZeroValue(t *testing.T) {
 	var dc edge.DenyCache
@@ -499,5 +499,9 @@ func TestDenyCacheZeroValue(t *testing.T) {
 	}
 	if err := dc.Reset(context.Background(), check(1, tenPerMinute)); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("Reset on the zero value = %v, want ErrInvalid", err)
+	}
+	var a edge.Async
+	if err := a.Check(context.Background(), check(1, tenPerMinute), &d); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Check on the zero Async = %v, want ErrInvalid", err)
 	}
 }
