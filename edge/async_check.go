@@ -91,7 +91,8 @@ const (
 
 // decideOrAsk decides c from the views of its slots, or asks the store:
 // one caller per key at a time, the others waiting for its answer and
-// deciding from the view it brings. A key is asked about only when
+// deciding from the view it brings (a denial that stands, or room); if it
+// brings neither, each asks the store itself. A key is asked about only when
 // nothing admitted here is unsent on it (else the store, not knowing that
 // cost, would admit it again): the caller first waits for the key's
 // flush. If the flushes keep failing, it decides from the view after
@@ -109,7 +110,7 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 		}
 		var wait <-chan struct{}
 		if v == short {
-			wait = a.waitFor(c, slots, now)
+			wait = a.waitFor(c, slots, now, waits > 0)
 		}
 		if wait == nil {
 			// This caller asks; the keys of c are marked so that others
@@ -130,12 +131,14 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 }
 
 // waitFor returns what a check short on some of slots, all locked, waits
-// for before asking the store: another caller's ask, or a flush of the
+// for before asking the store: another caller's ask (unless it has waited
+// once: an ask that was allowed leaves no denial standing, and the store
+// is then asked by each waiter, as without this layer), or a flush of the
 // unsent cost of a short key (which it queues as urgent), or nil to ask
 // now.
-func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64) <-chan struct{} {
+func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64, waited bool) <-chan struct{} {
 	for _, s := range slots {
-		if s.asking {
+		if s.asking && !waited {
 			return s.waitChan()
 		}
 	}
