@@ -9,7 +9,9 @@
 #
 # Benchmarks: HotKeys (10 keys of 100r/s offered far more: the Redis store
 # alone, behind a deny cache, behind an Async limiter; xlimit is what each
-# admitted over limit x time), Spread (100,000 keys under their limits: the
+# admitted over limit x time), HotKeysAdmission (the three at the same time,
+# each on its own hot keys: what each layer admitted over the store's,
+# xstore, and each one's errors), Spread (100,000 keys under their limits: the
 # Redis store, and behind an Async limiter), FirstSight (keys each checked
 # about once: the store, Async, Async with FirstSight 1), DenyCacheHitCPU
 # (the CPU of a deny cache hit beside the callers' loop alone). Every
