@@ -66,8 +66,8 @@ type DenyCacheStats struct {
 // denial's RetryAfter has passed. See the package doc for why this never
 // denies a check the limiter would allow. It is safe for concurrent use and
 // starts no goroutine. A cache hit takes no lock and allocates nothing.
-// When a denial expires, one caller per check at a time asks the limiter
-// again and the others wait for its answer. Make one with NewDenyCache: the zero
+// When a denial expires, one caller per check asks the limiter again and
+// the others wait for its answer. Make one with NewDenyCache: the zero
 // value has no limiter, and its Check and Reset return an error wrapping
 // sluice.ErrInvalid.
 type DenyCache struct {
@@ -167,26 +167,24 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		if dc.repeat(e, now, d) {
 			return nil
 		}
-		// The check's denial has expired (or there is none): one caller
-		// at a time asks the limiter about it, the others wait for its
-		// answer, so that the callers of a hot check do not all go to the
-		// store at once when its denial expires. A denial in the answer is
-		// repeated to the waiters; after an allowed answer, the next
-		// waiter asks.
-		for e != nil {
-			done, asker := dc.join(fp)
-			if asker {
+		// The check's denial has expired: one caller asks the limiter
+		// about it, the others wait for its answer, so that the callers of
+		// a hot check do not all go to the store at once when its denial
+		// expires. A denial in the answer is repeated to the waiters;
+		// after an allowed answer, each asks the limiter itself, as
+		// without the cache.
+		if e != nil {
+			if done, asker := dc.join(fp); asker {
 				defer dc.leave(fp, done)
-				break
-			}
-			select {
-			case <-done:
-			case <-ctx.Done():
-				return fmt.Errorf("edge: deny cache: waiting for the store's answer: %w", ctx.Err())
-			}
-			now = dc.clock()
-			if e = dc.lookup(fp); dc.repeat(e, now, d) {
-				return nil
+			} else {
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return fmt.Errorf("edge: deny cache: waiting for the store's answer: %w", ctx.Err())
+				}
+				if dc.repeat(dc.lookup(fp), dc.clock(), d) {
+					return nil
+				}
 			}
 		}
 	}
