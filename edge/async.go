@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // Defaults of AsyncOptions.
@@ -36,14 +37,17 @@ const (
 // slotOverhead is what a tracked key costs besides its strings, in bytes,
 // counted against AsyncOptions.MaxBytes: the slot, its map entry, its share
 // of the queue.
-const slotOverhead = 320
+const slotOverhead = 400
 
 // AsyncOptions configure an Async limiter. The zero value means defaults.
 type AsyncOptions struct {
 	// SyncInterval is how often each key's pending cost is sent to the
 	// store, and its view refreshed from the reply. A key is sent sooner,
 	// at once, when its unsent cost reaches half of what its view says
-	// remains. Must be >= 0; zero means DefaultSyncInterval (100ms).
+	// remains. It should be shorter than the smallest window checked
+	// through the limiter (the server refuses a longer one): cost owed for
+	// longer than its window is dropped. Must be >= 0; zero means
+	// DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
 	// Processes is the number of processes sharing the store's keys, or 1.
 	// Each process then admits locally, between two replies, at most its
@@ -71,6 +75,17 @@ type AsyncOptions struct {
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
+	// FirstSight is the cost a process admits locally on a key it has no
+	// view of (first seen, or seen again after its slot was forgotten),
+	// while the key's first reply is on its way: up to FirstSight (and
+	// the limit's Rate) per key and process, sent to the store at once.
+	// What the store then refuses, because the key was already full, is
+	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
+	// per key, process and sighting (see the package doc). Must be >= 0;
+	// zero, the default, checks a key's first sight with the store
+	// synchronously, so the accuracy bound does not depend on how many
+	// distinct keys clients send.
+	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
 	Logger *slog.Logger
@@ -82,8 +97,12 @@ type AsyncOptions struct {
 // AsyncStats is a snapshot of an Async limiter's counters and gauges.
 type AsyncStats struct {
 	// Local counts decisions made from the local view; Sync those passed
-	// to the store (no view yet, a stale one, or a full table).
+	// to the store (no view yet, a stale one, a full table, or a key whose
+	// budget here is spent while the store may still allow it).
 	Local, Sync uint64
+	// FirstSight counts checks admitted locally on a key's first sight
+	// (AsyncOptions.FirstSight).
+	FirstSight uint64
 	// Overflow counts checks passed to the store because the table was
 	// full.
 	Overflow uint64
@@ -114,11 +133,15 @@ type AsyncStats struct {
 // An Async is a sluice.Limiter that decides checks locally, from a view of
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
-// cost to the store in the background every SyncInterval. Its decisions
-// have Source sluice.FromLocalView; a key without a usable view is decided
-// by the store synchronously. It is safe for concurrent use. It runs one
-// coordinating goroutine and Flushers flusher goroutines, whatever the
-// traffic; Close stops them after sending everything pending.
+// cost to the store in the background every SyncInterval. Its local
+// decisions have Source sluice.FromLocalView. A key without a usable view
+// is decided by the store synchronously (or admitted up to FirstSight);
+// so is a key whose budget here is spent while no denial by the store
+// stands on it, one caller per key at a time. It is safe for concurrent
+// use. It runs one coordinating goroutine and Flushers flusher goroutines,
+// whatever the traffic; Close stops them after sending everything
+// pending. Make one with NewAsync: the zero value has no store, and its
+// Check returns an error wrapping sluice.ErrInvalid.
 type Async struct {
 	next       sluice.Limiter
 	interval   time.Duration
@@ -127,6 +150,7 @@ type Async struct {
 	maxBytes   int64
 	maxViewAge time.Duration
 	timeout    time.Duration
+	firstSight int64
 	now        func() time.Time
 	clock      func() time.Duration // since base
 	base       time.Time
@@ -154,17 +178,23 @@ type Async struct {
 	closing  chan struct{}
 	done     chan struct{}
 	closed   atomic.Bool
-	active   atomic.Int64 // checks under way, for Close
+	active   atomic.Int64  // checks under way, for Close
+	idle     chan struct{} // closed when no check is under way after Close
+	idleOnce sync.Once
 	once     sync.Once
-	spare    [2][]*slot // the queues' other buffers, the coordinator's own
-	closeErr error
-	closeCtx context.Context
+	// callCtx is the parent of every flush call; Close cancels it when its
+	// own context ends, so that no flush outlives Close's deadline.
+	callCtx     context.Context
+	cancelCalls context.CancelFunc
+	spare       [2][]*slot // the queues' other buffers, the coordinator's own
+	closeErr    error
+	closeCtx    context.Context
 
-	local, sync, overflow          atomic.Uint64
-	pending                        atomic.Int64
-	flushes, flushCalls, flushErrs atomic.Uint64
-	flushNanos, lastFlush, viewAge atomic.Int64
-	dropped, unrecorded            atomic.Uint64
+	local, sync, overflow, firstSeen atomic.Uint64
+	pending                          atomic.Int64
+	flushes, flushCalls, flushErrs   atomic.Uint64
+	flushNanos, lastFlush, viewAge   atomic.Int64
+	dropped, unrecorded              atomic.Uint64
 }
 
 var _ sluice.Limiter = (*Async)(nil)
@@ -176,35 +206,62 @@ type asyncShard struct {
 	m  map[fingerprint]*slot // by fingerprint of the slotKey
 }
 
-// slotKey is what identifies a key's state in the store: its hit, the
-// check's group (part of the store's key) and shadow flag.
+// slotKey is what a slot sends its cost with: a hit (the last limit seen
+// for the key, without its Name), the check's group and shadow flag. Its
+// identity, what the slots' map is keyed by, is the store's state: see
+// Async.fingerprint.
 type slotKey struct {
 	hit    sluice.Hit
 	group  string
 	shadow bool
 }
 
-// A slot is one key tracked by an Async limiter.
+// A slot is one key tracked by an Async limiter: one state in the store.
 type slot struct {
-	key slotKey
-	fp  fingerprint
-	id  uint64 // lock order
+	fp fingerprint
+	id uint64 // lock order
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	key slotKey
 	// The view: the store's last reply, at viewAt (ns since base; 0: none).
+	// blind marks a first-sight view, FirstSight and not a reply.
 	remaining              int64
 	used                   float64
 	retryAfter, resetAfter time.Duration
 	viewAt                 int64
-	// pending is admitted here and not sent; inflight is being sent.
-	// pendingSince is when the oldest pending cost was admitted.
+	blind                  bool
+	// A denial by the store of deniedCost, which stands (for that cost or
+	// more) until deniedUntil: other traffic can only add usage.
+	deniedCost, deniedUntil int64
+	// pending is admitted here and not sent, by age in owed; inflight is
+	// being sent.
 	pending, inflight int64
-	pendingSince      int64
+	owed              owed
 	queued, urgent    bool // on the queue; on the urgent queue
-	refresh           bool
 	flushing          bool // a flush of the key is under way
+	asking            bool // a check of the key is being asked of the store
 	dead              bool // removed from the table: checks go to the store
 	lastUse           int64
+	// wake is closed when a flush or an ask of the key ends; nil while no
+	// one waits.
+	wake chan struct{}
+}
+
+// waitChan returns a channel closed at the next change of s (the end of a
+// flush or of an ask). s is locked.
+func (s *slot) waitChan() <-chan struct{} {
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return s.wake
+}
+
+// broadcast wakes those waiting on s, locked.
+func (s *slot) broadcast() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 // NewAsync returns an Async limiter in front of next, configured by opts,
@@ -216,9 +273,11 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a := &Async{
 		next: next, interval: opts.SyncInterval, processes: int64(opts.Processes),
 		maxKeys: int64(opts.MaxKeys), maxBytes: opts.MaxBytes, maxViewAge: opts.MaxViewAge,
-		timeout: opts.FlushTimeout, now: opts.Now, log: opts.Logger, secret: newSecret(),
+		timeout: opts.FlushTimeout, firstSight: opts.FirstSight, now: opts.Now, log: opts.Logger, secret: newSecret(),
 		kick: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
+		idle: make(chan struct{}),
 	}
+	a.callCtx, a.cancelCalls = context.WithCancel(context.Background())
 	a.interval = orDefault(a.interval, DefaultSyncInterval)
 	a.maxViewAge = orDefault(a.maxViewAge, DefaultMaxViewAge)
 	a.timeout = orDefault(a.timeout, DefaultFlushTimeout)
@@ -274,6 +333,8 @@ func (o AsyncOptions) validate(next sluice.Limiter) error {
 		return bad("MaxBytes", o.MaxBytes)
 	case o.MaxViewAge < 0:
 		return bad("MaxViewAge", o.MaxViewAge)
+	case o.FirstSight < 0:
+		return bad("FirstSight", o.FirstSight)
 	case o.FlushTimeout < 0:
 		return bad("FlushTimeout", o.FlushTimeout)
 	}
@@ -286,7 +347,7 @@ func (a *Async) SyncInterval() time.Duration { return a.interval }
 // Stats returns a snapshot of the limiter's counters.
 func (a *Async) Stats() AsyncStats {
 	return AsyncStats{
-		Local: a.local.Load(), Sync: a.sync.Load(), Overflow: a.overflow.Load(),
+		Local: a.local.Load(), Sync: a.sync.Load(), FirstSight: a.firstSeen.Load(), Overflow: a.overflow.Load(),
 		Keys: a.keys.Load(), Pending: a.pending.Load(),
 		Flushes: a.flushes.Load(), FlushCalls: a.flushCalls.Load(), FlushErrors: a.flushErrs.Load(),
 		FlushSeconds: time.Duration(a.flushNanos.Load()).Seconds(), LastFlush: time.Duration(a.lastFlush.Load()),
@@ -295,23 +356,45 @@ func (a *Async) Stats() AsyncStats {
 	}
 }
 
-// fingerprint returns the 128-bit digest of k, the slots' map key: one
-// pass over its strings. It covers what identifies the key's state in the
-// store (zone, key, group, algorithm, window, bucket; never the limit's
-// Name, nor the spelling of the default algorithm), so two checks that
-// share a state share one slot and one budget, plus the Rate the budget
-// is computed from and the shadow flags.
+// fingerprint returns the 128-bit digest of the state identity of k
+// (ident.State: zone, key, group, algorithm, window, bucket), the slots'
+// map key: one pass over its strings. Nothing else is in it: not the
+// limit's Name, Rate or shadow flags, nor the spelling of the default
+// algorithm. So two checks that share a state share one slot and one
+// budget, also across a reload that changes the rate (the slot then takes
+// the new limit, see Async.decide).
 func (a *Async) fingerprint(k *slotKey) fingerprint {
+	st := stateOf(k)
 	var h hasher
 	h.init(&a.secret)
-	h.str(k.hit.Zone)
-	h.str(k.hit.Key)
-	h.str(k.group)
-	l := &k.hit.Limit
-	h.str(string(l.Algo()))
-	h.word(uint64(l.Rate), uint64(l.Window))
-	h.word(uint64(l.Bucket()), btou(l.Shadow)|btou(k.shadow)<<1)
+	h.str(st.Zone)
+	h.str(st.Key)
+	h.str(st.Group)
+	h.word(uint64(st.Limit.Code), uint64(st.Limit.Window))
+	h.word(uint64(st.Limit.Bucket), 0)
 	return h.sum()
+}
+
+// stateOf returns the identity of the state k's hit names in the store.
+func stateOf(k *slotKey) ident.State {
+	l := &k.hit.Limit
+	return ident.State{Zone: k.hit.Zone, Key: k.hit.Key, Group: k.group,
+		Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
+}
+
+// slotKeyOf returns what a slot of c's hit i sends its cost with.
+func slotKeyOf(c *sluice.Check, i int) slotKey {
+	h := c.Hits[i]
+	h.Limit.Name = "" // changes nothing the store decides; not kept
+	h.Limit.Algorithm = h.Limit.Algo()
+	return slotKey{hit: h, group: c.Group, shadow: c.Shadow}
+}
+
+// sameLimit reports whether s, locked, was last checked with the limit
+// and shadow flag of k: if not, its view was computed against another
+// limit and is not used.
+func (s *slot) sameLimit(k *slotKey) bool {
+	return s.key.hit.Limit == k.hit.Limit && s.key.shadow == k.shadow
 }
 
 func (a *Async) shard(fp fingerprint) *asyncShard {
@@ -347,7 +430,9 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 	return s
 }
 
+// keyBytes is what a slot of k is counted for: the strings of its
+// identity (a limit kept without its Name, its Algorithm a constant) and
+// slotOverhead.
 func keyBytes(k *slotKey) int64 {
-	l := &k.hit.Limit
-	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group)+len(l.Name)+len(l.Algorithm))
+	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
 }

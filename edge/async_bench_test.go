@@ -19,5 +19,5 @@ func BenchmarkAsyncLocal(b *testing.B) {
 		checks[i] = check(1, hit(fmt.Sprintf("user-%06d", i), "1000000000r/h", sluice.SlidingWindow))
 		mustCheck(b, a, checks[i])
 	}
-	runCallers(b, a, func(r *rand.Rand) sluice.Check { return checks[r.IntN(len(checks))] })
+	runCallers(b, a, nil, func(r *rand.Rand) sluice.Check { return checks[r.IntN(len(checks))] })
 }

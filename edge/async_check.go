@@ -14,73 +14,217 @@ import (
 // and not yet recorded by the store, plus c.Cost, fits in what the view
 // says remains (or this process's share of it, see Processes). An allowed
 // check's cost is added to each key's pending cost, which the flushers
-// send. Otherwise the check goes to the store synchronously, and the
-// store's reply becomes the keys' view. After Close every check goes to
-// the store.
+// send. A hit that does not fit denies locally only while a denial by the
+// store stands (its RetryAfter has not passed); otherwise the check is
+// asked of the store, by one caller per key at a time, the others waiting
+// for its answer. A key without a view goes to the store synchronously
+// (or, with FirstSight, is admitted up to it), and the store's reply
+// becomes the keys' view. After Close every check goes to the store.
 func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
 	}
+	if a.next == nil {
+		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
+	}
 	a.active.Add(1)
-	defer a.active.Add(-1)
+	defer a.checkDone()
 	if a.closed.Load() {
 		return a.next.Check(ctx, c, d)
 	}
 	now := a.mono()
 	var slots [sluice.MaxHits]*slot
 	for i := range c.Hits {
-		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
-		if slots[i] = a.slot(a.fingerprint(&k)); slots[i] == nil {
-			return a.checkSync(ctx, c, d, now)
+		k := slotKeyOf(&c, i)
+		fp := a.fingerprint(&k)
+		if slots[i] = a.slot(fp); slots[i] == nil {
+			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
+				return a.checkSync(ctx, c, d, now, nil)
+			}
 		}
 	}
-	if !a.decide(&c, slots[:len(c.Hits)], now, d) {
-		return a.checkSync(ctx, c, d, now)
+	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
+}
+
+// checkDone ends a check; the last one to end after Close wakes it.
+func (a *Async) checkDone() {
+	if a.active.Add(-1) == 0 && a.closed.Load() {
+		a.idleOnce.Do(func() { close(a.idle) })
 	}
-	a.local.Add(1)
-	return nil
 }
 
 // mono returns the time since the limiter's base, in nanoseconds: always
 // > 0, so that 0 can mean "never".
 func (a *Async) mono() int64 { return int64(a.clock()) }
 
+// firstSightSlot returns a new slot for k with a first-sight view of
+// FirstSight, or nil when first sight is off, does not cover c's cost, or
+// the table is full.
+func (a *Async) firstSightSlot(c *sluice.Check, k *slotKey, fp fingerprint, now int64) *slot {
+	if a.firstSight <= 0 || c.Cost > a.firstSight {
+		return nil
+	}
+	s := a.addSlot(k, fp)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.viewAt == 0 {
+		s.remaining, s.viewAt, s.blind, s.lastUse = min(a.firstSight, k.hit.Limit.Rate), now, true, now
+	}
+	s.mu.Unlock()
+	return s
+}
+
+// maxWaits bounds the times a check waits for another caller's answer
+// about one of its keys before it asks the store itself.
+const maxWaits = 3
+
+// A verdict is what the views say of a check.
+type verdict uint8
+
+const (
+	decided verdict = iota // decided locally
+	noView                 // a key has no usable view: ask the store
+	short                  // a key's budget is spent, no denial stands: ask the store
+)
+
+// decideOrAsk decides c from the views of its slots, or asks the store:
+// one caller per key at a time, the others waiting for its answer and
+// deciding from the view it brings (a denial that stands, or room); if it
+// brings neither, each asks the store itself. A key is asked about only when
+// nothing admitted here is unsent on it (else the store, not knowing that
+// cost, would admit it again): the caller first waits for the key's
+// flush. If the flushes keep failing, it decides from the view after
+// maxWaits waits, as during any outage.
+func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot, d *sluice.Decision) error {
+	for waits := 0; ; waits++ {
+		now := a.mono()
+		order := lockOrder(slots)
+		lock(slots, order)
+		v := a.decide(c, slots, now, d, waits >= maxWaits)
+		if v == decided {
+			unlock(slots, order)
+			a.local.Add(1)
+			return nil
+		}
+		var wait <-chan struct{}
+		if v == short {
+			wait = a.waitFor(c, slots, now, waits > 0)
+		}
+		if wait == nil {
+			// This caller asks; the keys of c are marked so that others
+			// wait for its answer.
+			for _, s := range slots {
+				s.asking = true
+			}
+			unlock(slots, order)
+			return a.checkSync(ctx, *c, d, now, slots)
+		}
+		unlock(slots, order)
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("edge: check: waiting for the store's answer: %w", ctx.Err())
+		}
+	}
+}
+
+// waitFor returns what a check short on some of slots, all locked, waits
+// for before asking the store: another caller's ask (unless it has waited
+// once: an ask that was allowed leaves no denial standing, and the store
+// is then asked by each waiter, as without this layer), or a flush of the
+// unsent cost of a short key (which it queues as urgent), or nil to ask
+// now.
+func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64, waited bool) <-chan struct{} {
+	for _, s := range slots {
+		if s.asking && !waited {
+			return s.waitChan()
+		}
+	}
+	for _, s := range slots {
+		if s.unsent() == 0 || !a.isShort(c, s, now) {
+			continue
+		}
+		if !s.flushing {
+			a.urgentFlush(s)
+		}
+		return s.waitChan()
+	}
+	return nil
+}
+
+func lock(slots []*slot, order []uint8) {
+	for _, i := range order {
+		slots[i].mu.Lock()
+	}
+}
+
+func unlock(slots []*slot, order []uint8) {
+	for _, i := range order {
+		slots[i].mu.Unlock()
+	}
+}
+
 // checkSync passes c to the store and takes its reply as the view of c's
-// keys.
-func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64) error {
+// keys. asked are c's slots, marked as being asked by this caller, or nil.
+func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot) error {
 	a.sync.Add(1)
-	if err := a.next.Check(ctx, c, d); err != nil {
-		return err
-	}
-	if d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
-		return nil // a degraded decision says nothing of the shared usage
-	}
+	err := a.next.Check(ctx, c, d)
+	// A degraded decision says nothing of the shared usage.
+	ok := err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits)
 	full := false
 	for i := range c.Hits {
-		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
-		s := a.addSlot(&k, a.fingerprint(&k))
+		s := (*slot)(nil)
+		if asked != nil {
+			s = asked[i]
+		} else if ok {
+			k := slotKeyOf(&c, i)
+			if s = a.addSlot(&k, a.fingerprint(&k)); s == nil {
+				full = true
+				continue
+			}
+		}
 		if s == nil {
-			full = true
 			continue
 		}
 		s.mu.Lock()
-		if now >= s.viewAt {
-			s.setView(&d.Hits[i], now)
+		if asked != nil {
+			s.asking = false
+			s.broadcast()
 		}
-		s.lastUse = now
+		if ok {
+			a.setView(s, &c, i, &d.Hits[i], now)
+		}
 		s.mu.Unlock()
 	}
 	if full {
 		a.overflow.Add(1)
 	}
-	return nil
+	return err
+}
+
+// setView takes r, the store's answer about hit i of c at now, as the view
+// of s, locked: the last limit checked is the slot's, and a denial stands
+// until its RetryAfter (see hold).
+func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
+	s.lastUse = max(s.lastUse, now)
+	if now < s.viewAt {
+		return // a later answer is already the view
+	}
+	s.key = slotKeyOf(c, i)
+	s.setView(r, now)
+	if !r.Allowed && !r.Shadow {
+		s.deniedCost, s.deniedUntil = c.Cost, now+int64(hold(c.Hits[i].Limit, r.RetryAfter))
+	}
 }
 
 // setView takes r, the store's answer about s's key at at, as s's view.
 func (s *slot) setView(r *sluice.HitResult, at int64) {
 	s.remaining, s.used = r.Remaining, r.Used
 	s.retryAfter, s.resetAfter = r.RetryAfter, r.ResetAfter
-	s.viewAt = at
+	s.viewAt, s.blind = at, false
+	s.deniedCost, s.deniedUntil = 0, 0
 }
 
 // unsent is the cost admitted here that the store has not recorded yet.
@@ -88,66 +232,98 @@ func (s *slot) unsent() int64 { return s.pending + s.inflight }
 
 // budget is what this process may admit on s's key before the next reply:
 // what remained at the last one, or its share of it among processes.
-func (s *slot) budget(processes int64) int64 {
-	return (s.remaining + processes - 1) / processes
+func (a *Async) budget(s *slot) int64 {
+	if s.blind {
+		return s.remaining // first sight: not a reply, not shared
+	}
+	return (s.remaining + a.processes - 1) / a.processes
 }
 
-// decide decides c from the views of its slots, with every slot locked, and
-// reports false when a view cannot be used (none, too old, or the slot was
-// dropped meanwhile).
-func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Decision) bool {
-	order := lockOrder(slots)
-	for _, i := range order {
-		slots[i].mu.Lock()
+// denied reports whether a denial by the store of cost on s's key, locked,
+// still stands at now.
+func (s *slot) denied(cost, now int64) bool {
+	return now < s.deniedUntil && cost >= s.deniedCost
+}
+
+// isShort reports whether c's cost does not fit in the budget of s,
+// locked, while no denial by the store stands on it: only the store knows
+// whether it allows.
+func (a *Async) isShort(c *sluice.Check, s *slot, now int64) bool {
+	return s.unsent()+c.Cost > a.budget(s) && !s.denied(c.Cost, now)
+}
+
+// decide decides c from the views of its slots, all locked. It reports
+// noView when a view cannot be used (none, too old, computed for another
+// limit, or the slot was dropped meanwhile) and short when a non-shadow
+// hit does not fit in its budget while no denial by the store stands on
+// it, unless force: then only the store knows, and d is not written.
+func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Decision, force bool) verdict {
+	v := decided
+	deny := false
+	for i, s := range slots {
+		k := slotKeyOf(c, i)
+		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge || !s.sameLimit(&k) {
+			return noView
+		}
+		if c.Shadow || c.Hits[i].Limit.Shadow || s.unsent()+c.Cost <= a.budget(s) {
+			continue
+		}
+		if s.denied(c.Cost, now) {
+			deny = true // the store's own denial: exact
+		} else {
+			v = short
+		}
 	}
-	defer func() {
-		for _, i := range order {
-			slots[i].mu.Unlock()
-		}
-	}()
-	for _, s := range slots {
-		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge {
-			return false
-		}
+	if v == short && !deny && !force {
+		return short
 	}
 	d.Prepare(len(slots))
 	for i, s := range slots {
 		shadow := c.Shadow || c.Hits[i].Limit.Shadow
-		fits := s.unsent()+c.Cost <= s.budget(a.processes)
+		fits := s.unsent()+c.Cost <= a.budget(s)
 		d.Hits[i] = sluice.HitResult{Allowed: fits, Shadow: shadow}
 	}
 	d.Conclude(sluice.FromLocalView)
 	for i, s := range slots {
 		s.lastUse = now
 		if d.Allowed && c.Cost > 0 {
+			if s.blind {
+				a.firstSeen.Add(1)
+			}
 			a.admit(s, c.Cost, now)
-		} else if !d.Allowed && time.Duration(now-s.viewAt) >= a.interval {
-			s.refresh = true // a denied key learns of its refill within an interval
-			a.enqueue(s)
 		}
 		a.result(s, now, &d.Hits[i])
 	}
-	return true
+	return decided
 }
 
 // admit adds cost to s's pending cost, queues s, and asks for a flush at
-// once when the unsent cost reaches half of the budget.
+// once when the unsent cost reaches half of the budget. A first-sight
+// admission waits for the next round, where keys seen once are sent
+// together, up to sluice.MaxHits in one check.
 func (a *Async) admit(s *slot, cost, now int64) {
-	if s.pending == 0 {
-		s.pendingSince = now
-	}
 	s.pending += cost
+	s.owed.add(cost, now, int64(s.key.hit.Limit.Window))
 	a.pending.Add(cost)
 	a.enqueue(s)
-	if 2*s.unsent() >= s.budget(a.processes) && !s.urgent {
-		s.urgent = true
-		a.qmu.Lock()
-		a.urgent = append(a.urgent, s)
-		a.qmu.Unlock()
-		select {
-		case a.kick <- struct{}{}:
-		default:
-		}
+	if !s.blind && 2*s.unsent() >= a.budget(s) {
+		a.urgentFlush(s)
+	}
+}
+
+// urgentFlush queues s, locked, on the urgent queue, which a kick sends
+// at once, unless it is there.
+func (a *Async) urgentFlush(s *slot) {
+	if s.urgent {
+		return
+	}
+	s.urgent = true
+	a.qmu.Lock()
+	a.urgent = append(a.urgent, s)
+	a.qmu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -159,8 +335,11 @@ func (a *Async) result(s *slot, now int64, r *sluice.HitResult) {
 	r.Remaining = max(0, s.remaining-unsent)
 	r.ResetAfter = max(0, s.resetAfter-age)
 	if !r.Allowed {
-		// The store's own wait if it denied; else the next refresh.
-		r.RetryAfter = max(s.retryAfter-age, a.interval)
+		// The store's own wait, which stands; a shadow hit's without one
+		// is the next flush.
+		if r.RetryAfter = s.retryAfter - age; r.RetryAfter <= 0 {
+			r.RetryAfter = a.interval
+		}
 	}
 }
 
@@ -192,14 +371,19 @@ func (a *Async) enqueue(s *slot) {
 // Reset implements sluice.Limiter: it forgets c's keys here, their pending
 // cost included (a reset forgets usage), then resets them in the store.
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
+	if a.next == nil {
+		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
+	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
-		k := slotKey{hit: c.Hits[i], group: c.Group, shadow: c.Shadow}
+		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
 		sh := a.shard(fp)
 		sh.mu.Lock()
 		if s := sh.m[fp]; s != nil {
+			s.mu.Lock()
 			a.remove(sh, s)
+			s.mu.Unlock()
 			removed = append(removed, s)
 		}
 		sh.mu.Unlock()
@@ -207,27 +391,38 @@ func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 	// A flush already on its way records after a reset sent now: wait for
 	// it (it is bounded by the flush timeout), so the reset forgets it too.
 	for _, s := range removed {
-		for ctx.Err() == nil && s.isFlushing() {
-			time.Sleep(100 * time.Microsecond)
+		if err := s.waitFlush(ctx); err != nil {
+			return fmt.Errorf("edge: reset: waiting for a flush of the key: %w", err)
 		}
 	}
 	return a.next.Reset(ctx, c)
 }
 
-func (s *slot) isFlushing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.flushing
+// waitFlush returns when no flush of s is under way, or ctx's error.
+func (s *slot) waitFlush(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if !s.flushing {
+			s.mu.Unlock()
+			return nil
+		}
+		wait := s.waitChan()
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
-// remove deletes s from sh, whose lock is held, and marks it dead so that a
-// check holding it goes to the store.
+// remove deletes s, locked, from sh, whose lock is held, and marks it dead
+// so that a check holding it goes to the store; its pending cost is
+// forgotten.
 func (a *Async) remove(sh *asyncShard, s *slot) {
-	s.mu.Lock()
 	s.dead = true
 	a.pending.Add(-s.pending)
-	s.pending = 0
-	s.mu.Unlock()
+	s.pending, s.owed = 0, owed{}
 	delete(sh.m, s.fp)
 	a.keys.Add(-1)
 	a.bytes.Add(-keyBytes(&s.key))

@@ -141,10 +141,11 @@ func (a *Async) feedUrgent() {
 
 // A taken is one key's cost taken for a flush.
 type taken struct {
-	s          *slot
-	p          int64 // the cost sent
-	refresh    bool
-	since, now int64
+	s     *slot
+	key   slotKey // s's key when taken
+	p     int64   // the cost sent
+	parts owed    // p by age, put back if the flush fails
+	now   int64
 }
 
 // flushBuf is a flusher's reusable storage.
@@ -177,10 +178,10 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 		if c := cmp.Compare(x.p, y.p); c != 0 {
 			return c
 		}
-		if c := strings.Compare(x.s.key.group, y.s.key.group); c != 0 {
+		if c := strings.Compare(x.key.group, y.key.group); c != 0 {
 			return c
 		}
-		return cmp.Compare(btou(x.s.key.shadow), btou(y.s.key.shadow))
+		return cmp.Compare(btou(x.key.shadow), btou(y.key.shadow))
 	})
 	all := ts
 	for len(ts) > 0 {
@@ -200,11 +201,13 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 }
 
 func sameBatch(x, y *taken) bool {
-	return x.p == y.p && x.s.key.group == y.s.key.group && x.s.key.shadow == y.s.key.shadow
+	return x.p == y.p && x.key.group == y.key.group && x.key.shadow == y.key.shadow
 }
 
 // take takes s's pending cost for a flush, reporting false when there is
-// nothing to send.
+// nothing to send. Pending cost admitted more than a window ago is
+// dropped, not sent (it would count in the wrong window); younger cost is
+// sent.
 func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 	now := a.mono()
 	s.mu.Lock()
@@ -220,18 +223,16 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 		a.enqueue(s)
 		return taken{}, false
 	}
-	if s.pending > 0 && time.Duration(now-s.pendingSince) > s.key.hit.Limit.Window {
-		// Owed for longer than a window: sent now, it would count in the
-		// wrong window.
-		a.dropped.Add(uint64(s.pending))
-		a.pending.Add(-s.pending)
-		s.pending = 0
+	if dropped := s.owed.dropOlder(now, int64(s.key.hit.Limit.Window)); dropped > 0 {
+		a.dropped.Add(uint64(dropped))
+		a.pending.Add(-dropped)
+		s.pending -= dropped
 	}
-	t := taken{s: s, p: s.pending, refresh: s.refresh, since: s.pendingSince, now: now}
-	if t.p == 0 && !t.refresh {
+	if s.pending == 0 {
 		return taken{}, false
 	}
-	s.pending, s.inflight, s.refresh, s.flushing = 0, t.p, false, true
+	t := taken{s: s, key: s.key, p: s.pending, parts: s.owed, now: now}
+	s.pending, s.owed, s.inflight, s.flushing = 0, owed{}, t.p, true
 	return t, true
 }
 
@@ -242,9 +243,9 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 	buf.hits = buf.hits[:0]
 	for i := range ts {
-		buf.hits = append(buf.hits, ts[i].s.key.hit)
+		buf.hits = append(buf.hits, ts[i].key.hit)
 	}
-	c := sluice.Check{Hits: buf.hits, Cost: ts[0].p, Group: ts[0].s.key.group, Shadow: ts[0].s.key.shadow}
+	c := sluice.Check{Hits: buf.hits, Cost: ts[0].p, Group: ts[0].key.group, Shadow: ts[0].key.shadow}
 	if c.Validate() != nil {
 		return false
 	}
@@ -264,8 +265,8 @@ func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 
 // sendOne sends t by itself.
 func (a *Async) sendOne(t *taken, buf *flushBuf) {
-	buf.hits = append(buf.hits[:0], t.s.key.hit)
-	c := sluice.Check{Hits: buf.hits, Group: t.s.key.group, Shadow: t.s.key.shadow, Cost: min(t.p, t.s.key.hit.Limit.Rate)}
+	buf.hits = append(buf.hits[:0], t.key.hit)
+	c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
 	recorded, err := a.send(c, &buf.d)
 	var r *sluice.HitResult
 	if err == nil {
@@ -275,12 +276,14 @@ func (a *Async) sendOne(t *taken, buf *flushBuf) {
 }
 
 // finish ends t's flush: on success r, the store's answer, becomes the
-// view; on failure the cost is owed again and the key queued.
+// view; on failure the cost is owed again and the key queued. Those
+// waiting for the flush are woken.
 func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
+	s.broadcast()
 	if err != nil && s.dead {
 		// The key was reset or swept while its cost was in flight: what it
 		// owed is forgotten with it, not owed by anyone.
@@ -288,23 +291,18 @@ func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult)
 		return
 	}
 	if err != nil {
-		if t.p > 0 {
-			s.pending += t.p
-			s.pendingSince = t.since // older than any admitted since
-		}
-		s.refresh = s.refresh || t.refresh
-		if !s.dead {
-			a.enqueue(s)
-		}
+		s.pending += t.p
+		s.owed.restore(t.parts) // older than any admitted since
+		a.enqueue(s)
 		return
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
-	if t.now >= s.viewAt {
+	if t.now >= s.viewAt && t.key.hit.Limit == s.key.hit.Limit {
 		s.setView(r, t.now)
 		if recorded < t.p {
 			// The key is full, and this process admitted more than the
-			// store took: nothing remains for it until a refresh says so.
+			// store took: nothing remains for it until a reply says so.
 			s.remaining = 0
 		}
 	}
@@ -351,7 +349,7 @@ func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err er
 var errDegraded = errors.New("decided without the store")
 
 func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
-	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
 	a.flushCalls.Add(1)
 	err := a.next.Check(ctx, c, d)
@@ -368,7 +366,8 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 }
 
 // sweep forgets the keys idle for longer than MaxViewAge with nothing
-// owed, and measures the age of the views in use.
+// owed, and measures the age of the views in use. A key is judged and
+// removed under one hold of its lock, so a check cannot add cost between.
 func (a *Async) sweep(now int64) {
 	var oldest int64
 	for i := range a.shards {
@@ -377,14 +376,14 @@ func (a *Async) sweep(now int64) {
 		for _, s := range sh.m {
 			s.mu.Lock()
 			idle := time.Duration(now - s.lastUse)
-			owes := s.pending > 0 || s.inflight > 0 || s.queued || s.urgent
+			owes := s.pending > 0 || s.inflight > 0 || s.queued || s.urgent || s.flushing || s.asking
 			if idle < time.Second && s.viewAt > 0 {
 				oldest = max(oldest, now-s.viewAt)
 			}
-			s.mu.Unlock()
 			if !owes && idle > a.maxViewAge {
 				a.remove(sh, s)
 			}
+			s.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}
@@ -412,20 +411,28 @@ func (a *Async) Flush(ctx context.Context) error {
 }
 
 // Close stops the flushers after sending everything owed, waiting for the
-// store until ctx ends; what is still owed then is dropped (counted in
-// AsyncStats.Dropped) and Close returns an error saying how much. Checks
-// made after Close go to the store synchronously. Close is safe to call
-// more than once; later calls return the first's result.
+// store until ctx ends; then the flush calls under way are canceled, and
+// what is still owed is dropped (counted in AsyncStats.Dropped) and Close
+// returns an error saying how much. Checks made after Close go to the
+// store synchronously. Close is safe to call more than once; later calls
+// return the first's result.
 func (a *Async) Close(ctx context.Context) error {
 	a.once.Do(func() {
 		a.closed.Store(true)
 		// Checks that saw the limiter open finish first: their cost is in
 		// the queue before the last rounds.
-		for a.active.Load() > 0 && ctx.Err() == nil {
-			time.Sleep(100 * time.Microsecond) // a check may wait on the store
+		if a.active.Load() > 0 {
+			select {
+			case <-a.idle:
+			case <-ctx.Done():
+			}
 		}
+		stop := context.AfterFunc(ctx, a.cancelCalls)
+		defer stop()
 		a.closeCtx = ctx
 		close(a.closing)
+		<-a.done
+		a.cancelCalls()
 	})
 	<-a.done
 	return a.closeErr

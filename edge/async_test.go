@@ -69,6 +69,9 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 	})
 }
 
+// TestAsyncDeniesLocallyAtTheView: a key whose budget is spent is asked of
+// the store (after its unsent cost is sent), and the store's denial is
+// then repeated locally while it stands.
 func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
@@ -80,14 +83,19 @@ func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 			}
 		}
 		d := mustCheck(t, a, c)
-		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromLocalView || i != 0 || d.RetryAfter() <= 0 {
-			t.Fatalf("6th check: %+v, want denied from the local view with a RetryAfter", d)
+		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromStore || i != 0 || d.RetryAfter() <= 0 {
+			t.Fatalf("6th check: %+v, want denied by the store with a RetryAfter", d)
 		}
-		// The limit was reached: the flusher was asked to send at once,
-		// not at the next interval.
-		synctest.Wait()
 		if got := used(t, f.next, c); got != 5 {
-			t.Errorf("store's usage: %v, want 5 sent before the interval", got)
+			t.Errorf("store's usage: %v, want the 5 admitted, sent before the store was asked", got)
+		}
+		calls := f.calls.Load()
+		d = mustCheck(t, a, c)
+		if d.Allowed || d.Source != sluice.FromLocalView || d.RetryAfter() <= 0 {
+			t.Fatalf("7th check: %+v, want denied from the local view with a RetryAfter", d)
+		}
+		if got := f.calls.Load() - calls; got != 0 {
+			t.Errorf("%d store calls while the store's denial stands, want 0", got)
 		}
 	})
 }
@@ -331,4 +339,172 @@ func TestAsyncOneBudgetPerState(t *testing.T) {
 			t.Errorf("admitted %d over three spellings of one 10r/m state, want 10", admitted)
 		}
 	})
+}
+
+// TestAsyncDropsOnlyCostOlderThanAWindow: during an outage, cost admitted
+// more than a window ago is dropped, and cost admitted since is sent when
+// the store is back, not dropped with it.
+func TestAsyncDropsOnlyCostOlderThanAWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Minute})
+		c := check(1, hit("k", "100r/10s", sluice.Log))
+		mustCheck(t, a, c)
+		f.set(refuse)
+		for range 3 {
+			mustCheck(t, a, c) // old: dropped
+		}
+		time.Sleep(9 * time.Second)
+		for range 5 {
+			mustCheck(t, a, c) // young: sent
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		f.set(answer)
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if s := a.Stats(); s.Dropped != 3 || s.Pending != 0 {
+			t.Errorf("stats %+v, want the 3 old ones dropped, nothing pending", s)
+		}
+		if got := used(t, f.next, c); got != 5 {
+			t.Errorf("store's usage %v, want the 5 admitted within the window", got)
+		}
+	})
+}
+
+// TestAsyncCloseHonoursItsContext: Close returns when its context ends,
+// even while a flush waits on a store that does not answer (here for up to
+// the FlushTimeout of an hour), and counts what it could not send.
+func TestAsyncCloseHonoursItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a, err := edge.NewAsync(f, edge.AsyncOptions{FlushTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := check(1, hit("k", "100r/h", sluice.Log))
+		mustCheck(t, a, c)
+		f.set(hang)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		time.Sleep(150 * time.Millisecond) // a flush round is under way, hanging
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want the deadline", err)
+		}
+		if took := time.Since(start); took > 100*time.Millisecond {
+			t.Errorf("Close took %v with a context of 100ms", took)
+		}
+		if s := a.Stats(); s.Dropped != 2 || s.Pending != 0 {
+			t.Errorf("stats %+v, want 2 dropped at Close", s)
+		}
+	})
+}
+
+// TestAsyncOneBudgetAcrossARateChange: a reload that changes a limit's
+// rate leaves one state in the store, so it keeps one slot and one budget:
+// checks of the old and new rate, interleaved, admit no more than the
+// store allows the new one.
+func TestAsyncOneBudgetAcrossARateChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: time.Hour})
+		old, raised := hit("k", "10r/m", sluice.SlidingWindow), hit("k", "12r/m", sluice.SlidingWindow)
+		var admitted int
+		for i := range 60 {
+			if mustCheck(t, a, check(1, []sluice.Hit{old, raised}[i%2])).Allowed {
+				admitted++
+			}
+		}
+		if admitted > 12 {
+			t.Errorf("admitted %d over checks of 10r/m and 12r/m on one state, want at most 12", admitted)
+		}
+		if s := a.Stats(); s.Keys != 1 {
+			t.Errorf("%d slots for one state, want 1", s.Keys)
+		}
+	})
+}
+
+// TestAsyncFirstSightBound: with FirstSight, a key's first checks are
+// admitted locally while its first reply is on the way: at most FirstSight
+// per key and process. On keys another process has already filled, that
+// is the whole over-admission, and every unit of it is counted as
+// Unrecorded; on new keys the store's limit holds.
+func TestAsyncFirstSightBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			n     = 3 // processes
+			first = 2 // FirstSight
+			keys  = 20
+		)
+		f := newFlaky(t, nil)
+		fleet := make([]*edge.Async, n)
+		for i := range fleet {
+			fleet[i] = newAsync(t, f, edge.AsyncOptions{FirstSight: first, Processes: n})
+		}
+		c := func(k int) sluice.Check { return check(1, hit(fmt.Sprint("k", k), "5r/h", sluice.Log)) }
+		for k := range keys / 2 { // filled elsewhere
+			for range 5 {
+				mustCheck(t, f.next, c(k))
+			}
+		}
+		if d := mustCheck(t, fleet[0], c(keys-1)); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Fatalf("first check of a new key: %+v, want allowed locally", d)
+		}
+		admitted := make([]int64, keys)
+		var wg sync.WaitGroup
+		for _, a := range fleet {
+			for k := range keys {
+				wg.Go(func() {
+					for range 10 {
+						if mustCheck(t, a, c(k)).Allowed {
+							atomicAdd(&admitted[k])
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		admitted[keys-1]++
+		var unrecorded, firstSight uint64
+		for _, a := range fleet {
+			if err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			unrecorded += a.Stats().Unrecorded
+			firstSight += a.Stats().FirstSight
+		}
+		var over int64
+		for k, got := range admitted {
+			limit := int64(5)
+			if k < keys/2 {
+				limit = 0
+			}
+			if got > limit+n*first {
+				t.Errorf("key %d: admitted %d, want at most %d + N·FirstSight = %d", k, got, limit, limit+n*first)
+			}
+			if k >= keys/2 && got < limit {
+				t.Errorf("new key %d: admitted %d, want the limit %d", k, got, limit)
+			}
+			over += max(0, got-limit)
+		}
+		t.Logf("over-admission %d over %d keys (bound N·FirstSight = %d per key), %d unrecorded, %d first-sight admissions", over, keys, n*first, unrecorded, firstSight)
+		if uint64(over) != unrecorded {
+			t.Errorf("over-admission %d, but %d counted unrecorded", over, unrecorded)
+		}
+		if firstSight == 0 {
+			t.Errorf("no first-sight admission counted")
+		}
+	})
+}
+
+var atomicMu sync.Mutex
+
+func atomicAdd(p *int64) {
+	atomicMu.Lock()
+	*p++
+	atomicMu.Unlock()
 }

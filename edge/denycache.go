@@ -27,8 +27,9 @@ type DenyCacheOptions struct {
 	// slots (8 bytes each, one slot per 128 bytes of MaxBytes) and the
 	// denials stored in it. A denial keeps a 128-bit fingerprint of its
 	// check and the decision's fixed-size results, never the check's
-	// strings: 112 bytes for a one-hit check, 64 more per extra hit,
-	// whatever the length of its keys. When full, the cache forgets denials
+	// strings: 128 bytes for a one-hit check, 56 more per extra hit
+	// (rounded up to the allocator's 16 bytes), whatever the length of its
+	// keys (TestDenyCacheMemoryPerEntry measures it). When full, the cache forgets denials
 	// not used since its clock hand last passed (CLOCK, second chance).
 	// Must be 0 or >= 4096; zero means DefaultDenyCacheBytes (4 MiB, about
 	// 30,000 one-hit denials).
@@ -65,6 +66,10 @@ type DenyCacheStats struct {
 // denial's RetryAfter has passed. See the package doc for why this never
 // denies a check the limiter would allow. It is safe for concurrent use and
 // starts no goroutine. A cache hit takes no lock and allocates nothing.
+// When a denial expires, one caller per check asks the limiter again and
+// the others wait for its answer. Make one with NewDenyCache: the zero
+// value has no limiter, and its Check and Reset return an error wrapping
+// sluice.ErrInvalid.
 type DenyCache struct {
 	next   sluice.Limiter
 	maxAge time.Duration
@@ -85,6 +90,12 @@ type DenyCache struct {
 	// gen counts the resets; a denial is stored only if no reset finished
 	// while it was being decided.
 	gen atomic.Uint64
+
+	// asking holds, for each expired denial being asked of the limiter
+	// again, the channel its waiting callers wait on. Its size is bounded
+	// by the callers under way.
+	amu    sync.Mutex
+	asking map[fingerprint]chan struct{}
 
 	hits, stored, evicted, unstored atomic.Uint64
 	entries                         atomic.Int64
@@ -116,7 +127,7 @@ func NewDenyCache(next sluice.Limiter, opts DenyCacheOptions) (*DenyCache, error
 	if size == 0 {
 		size = DefaultDenyCacheBytes
 	}
-	// One slot per 128 bytes, a power of two: a one-hit denial takes 112.
+	// One slot per 128 bytes, a power of two: a one-hit denial takes 128.
 	n := 1 << (bits.Len64(uint64(size/128)) - 1)
 	dc.slots = make([]atomic.Pointer[denial], n)
 	dc.setMask = uint64(n/ways - 1)
@@ -146,16 +157,34 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		fp   fingerprint
 		keys [sluice.MaxHits]uint64
 	)
+	if dc.next == nil {
+		return fmt.Errorf("edge: %w: a DenyCache is made by NewDenyCache", sluice.ErrInvalid)
+	}
 	now := dc.clock()
 	if cacheable {
 		fp = fingerprintOf(&dc.secret, &c, &keys)
-		if e := dc.lookup(fp); e != nil && now < e.until {
-			if !e.ref.Load() {
-				e.ref.Store(true) // written once per pass of the hand, not per hit
-			}
-			if e.replay(now, d) {
-				dc.hits.Add(1)
-				return nil
+		e := dc.lookup(fp)
+		if dc.repeat(e, now, d) {
+			return nil
+		}
+		// The check's denial has expired: one caller asks the limiter
+		// about it, the others wait for its answer, so that the callers of
+		// a hot check do not all go to the store at once when its denial
+		// expires. A denial in the answer is repeated to the waiters;
+		// after an allowed answer, each asks the limiter itself, as
+		// without the cache.
+		if e != nil {
+			if done, asker := dc.join(fp); asker {
+				defer dc.leave(fp, done)
+			} else {
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return fmt.Errorf("edge: deny cache: waiting for the store's answer: %w", ctx.Err())
+				}
+				if dc.repeat(dc.lookup(fp), dc.clock(), d) {
+					return nil
+				}
 			}
 		}
 	}
@@ -178,6 +207,47 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 	return nil
 }
 
+// repeat writes the denial e, if it stands at now, to d and reports
+// whether it did.
+func (dc *DenyCache) repeat(e *denial, now int64, d *sluice.Decision) bool {
+	if e == nil || now >= e.until {
+		return false
+	}
+	if !e.ref.Load() {
+		e.ref.Store(true) // written once per pass of the hand, not per hit
+	}
+	if !e.replay(now, d) {
+		return false
+	}
+	dc.hits.Add(1)
+	return true
+}
+
+// join returns the channel closed when the check of fp being asked of the
+// limiter is answered, and whether the caller is the one to ask (it then
+// calls leave).
+func (dc *DenyCache) join(fp fingerprint) (done chan struct{}, asker bool) {
+	dc.amu.Lock()
+	defer dc.amu.Unlock()
+	if done = dc.asking[fp]; done != nil {
+		return done, false
+	}
+	if dc.asking == nil {
+		dc.asking = make(map[fingerprint]chan struct{})
+	}
+	done = make(chan struct{})
+	dc.asking[fp] = done
+	return done, true
+}
+
+// leave ends the asking of fp, waking those waiting for it.
+func (dc *DenyCache) leave(fp fingerprint, done chan struct{}) {
+	dc.amu.Lock()
+	delete(dc.asking, fp)
+	dc.amu.Unlock()
+	close(done)
+}
+
 // clock returns the time since the cache's base, in nanoseconds. Without
 // DenyCacheOptions.Now it reads only the monotonic clock, half the cost of
 // time.Now, which also reads the wall clock.
@@ -194,6 +264,9 @@ func (dc *DenyCache) clock() int64 {
 // failed: the state may be gone). A denial being decided while the reset
 // runs is not stored.
 func (dc *DenyCache) Reset(ctx context.Context, c sluice.Check) error {
+	if dc.next == nil {
+		return fmt.Errorf("edge: %w: a DenyCache is made by NewDenyCache", sluice.ErrInvalid)
+	}
 	err := dc.next.Reset(ctx, c)
 	// After the limiter's reset, so that no denial decided before it can
 	// be stored after the purge.

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -428,5 +429,79 @@ func TestDenyCacheMemoryAttack(t *testing.T) {
 	}
 	if grown > maxBytes {
 		t.Errorf("the heap grew by %d bytes, more than the cache's bound %d", grown, maxBytes)
+	}
+}
+
+// slow is a limiter that answers after a delay, counting the calls in
+// flight at once; for tests in a synctest bubble.
+type slow struct {
+	next            sluice.Limiter
+	delay           time.Duration
+	mu              sync.Mutex
+	calls, in, most int
+}
+
+func (s *slow) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	s.mu.Lock()
+	s.calls++
+	s.in++
+	s.most = max(s.most, s.in)
+	s.mu.Unlock()
+	time.Sleep(s.delay)
+	s.mu.Lock()
+	s.in--
+	s.mu.Unlock()
+	return s.next.Check(ctx, c, d)
+}
+
+func (s *slow) Reset(ctx context.Context, c sluice.Check) error { return s.next.Reset(ctx, c) }
+
+// TestDenyCacheOneAskerPerExpiredDenial: when a hot check's denial
+// expires, its callers do not all go to the store at once: one asks, the
+// others wait for its answer; a new denial (here, another process took the
+// refill) is then repeated to them all.
+func TestDenyCacheOneAskerPerExpiredDenial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemstore(t, nil)
+		s := &slow{next: m, delay: time.Millisecond}
+		dc := newDenyCache(t, s, edge.DenyCacheOptions{})
+		c := check(1, hit("hot", "1r/s", sluice.Log))
+		mustCheck(t, dc, c)
+		mustCheck(t, dc, c) // denied, stored
+		time.Sleep(time.Second)
+		mustCheck(t, m, c) // another process takes the refill
+		s.mu.Lock()
+		s.calls, s.most = 0, 0
+		s.mu.Unlock()
+		var wg sync.WaitGroup
+		var allowed atomicInt
+		for range 50 {
+			wg.Go(func() {
+				if mustCheck(t, dc, c).Allowed {
+					allowed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if s.calls != 1 || s.most != 1 || allowed.Load() != 0 {
+			t.Errorf("%d store calls (%d at once), %d allowed, after the denial expired; want 1 call, all denied", s.calls, s.most, allowed.Load())
+		}
+	})
+}
+
+// TestDenyCacheZeroValue: the zero DenyCache (and Async) has no limiter; it says so
+// with an error rather than panicking.
+func TestDenyCacheZeroValue(t *testing.T) {
+	var dc edge.DenyCache
+	var d sluice.Decision
+	if err := dc.Check(context.Background(), check(1, tenPerMinute), &d); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Check on the zero value = %v, want ErrInvalid", err)
+	}
+	if err := dc.Reset(context.Background(), check(1, tenPerMinute)); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Reset on the zero value = %v, want ErrInvalid", err)
+	}
+	var a edge.Async
+	if err := a.Check(context.Background(), check(1, tenPerMinute), &d); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("Check on the zero Async = %v, want ErrInvalid", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 )
 
 // fingerprint is a 128-bit digest of a check's identity: two checks with
@@ -94,20 +95,12 @@ func btou(b bool) uint64 {
 	return 0
 }
 
-// algoCode numbers the algorithms for the fingerprint; unknown names
-// (invalid checks, which the store rejects) are hashed as strings.
+// algoCode numbers the algorithms for the fingerprint, by their ID in the
+// algorithm table; unknown names (invalid checks, which the store rejects)
+// are hashed as strings.
 func algoCode(a sluice.Algorithm) (uint64, bool) {
-	switch a {
-	case "", sluice.SlidingWindow:
-		return 1, true
-	case sluice.Buckets:
-		return 2, true
-	case sluice.Log:
-		return 3, true
-	case sluice.Decay:
-		return 4, true
-	case sluice.GCRA:
-		return 5, true
+	if al, ok := ident.Lookup(string(a)); ok {
+		return uint64(al.ID), true
 	}
 	return 0, false
 }

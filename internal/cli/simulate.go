@@ -65,6 +65,7 @@ func parseSimulate(env Env, args []string) (simulateFlags, error) {
 	fs.IntVar(&f.async.Share, "async-share", 0, "the fleet's edge.AsyncOptions.Processes: each process spends at most 1/share of what remained (0: the fleet's size)")
 	fs.DurationVar(&f.asyncEvery, "async-interval", 100*time.Millisecond, "the fleet's sync interval")
 	fs.DurationVar(&f.asyncLag, "async-latency", time.Millisecond, "the time from a flush to the store's answer")
+	fs.Int64Var(&f.async.FirstSight, "async-first-sight", 0, "the fleet's edge.AsyncOptions.FirstSight: requests a process admits locally on a source it has no view of (0: its first request asks the store)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -89,8 +90,8 @@ func parseSimulate(env Env, args []string) (simulateFlags, error) {
 		f.algorithms = append(f.algorithms, a)
 	}
 	switch {
-	case f.async.Processes < 0 || f.async.Share < 0:
-		return f, fmt.Errorf("-async-processes and -async-share must be >= 0")
+	case f.async.Processes < 0 || f.async.Share < 0 || f.async.FirstSight < 0:
+		return f, fmt.Errorf("-async-processes, -async-share and -async-first-sight must be >= 0")
 	case f.async.Processes > 0 && mode != "enforce":
 		return f, fmt.Errorf("-async-processes needs -mode enforce: the worst window is an enforcing figure")
 	case f.async.Processes > 0 && (f.asyncEvery < time.Microsecond || f.asyncLag < 0):
@@ -153,6 +154,7 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 			return err
 		}
 		fleet = &r
+		report.Fleet = &sim.FleetRow{Name: fmt.Sprintf("async %dx", f.async.Processes), AsyncReport: r}
 	}
 	elapsed := time.Since(began)
 	if f.plot != "" {
@@ -179,8 +181,9 @@ func simulate(ctx context.Context, env Env, f simulateFlags) error {
 		return err
 	}
 	if fleet != nil {
-		fmt.Fprintf(env.Stdout, "\nasync mode, %d processes (share %d, sync interval %v, flush latency %v) over an exact store: worst window %.3f L mean, %.3f L max over %d sources\n",
-			f.async.Processes, f.async.Share, f.asyncEvery, f.asyncLag, fleet.Mean, fleet.Max, fleet.Sources)
+		fmt.Fprintf(env.Stdout, "\nasync %dx: async mode, %d processes (share %d, sync interval %v, flush latency %v, first sight %d) over an exact store: worst window %.3f L mean, %.3f L max over %d sources; %d false denials (%.4f%% of requests)\n",
+			f.async.Processes, f.async.Processes, f.async.Share, f.asyncEvery, f.asyncLag, f.async.FirstSight, fleet.Mean, fleet.Max, fleet.Sources,
+			fleet.FalseDenials, 100*float64(fleet.FalseDenials)/float64(max(1, fleet.Requests)))
 	}
 	if !f.classes {
 		return nil
@@ -198,6 +201,9 @@ func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, fleet *sim.
 		Sources   int     `json:"sources"`
 		Mean      float64 `json:"worst_window_mean"`
 		Max       float64 `json:"worst_window_max"`
+		First     int64   `json:"first_sight"`
+		False     int64   `json:"false_denials"`
+		Requests  int64   `json:"requests"`
 	}
 	out := struct {
 		Seed       uint64  `json:"seed"`
@@ -210,7 +216,8 @@ func writeSimulateJSON(env Env, f simulateFlags, report *sim.Report, fleet *sim.
 		*sim.Report
 	}{f.seed, f.profile, f.limit.String(), f.duration.String(), f.limit.Bucket().String(), elapsed.Seconds(), nil, report}
 	if fleet != nil {
-		out.Async = &async{f.async.Processes, f.async.Share, f.asyncEvery.String(), f.asyncLag.String(), fleet.Sources, fleet.Mean, fleet.Max}
+		out.Async = &async{f.async.Processes, f.async.Share, f.asyncEvery.String(), f.asyncLag.String(), fleet.Sources, fleet.Mean, fleet.Max,
+			f.async.FirstSight, fleet.FalseDenials, fleet.Requests}
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetIndent("", "  ")

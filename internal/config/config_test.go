@@ -156,6 +156,7 @@ func TestErrors(t *testing.T) {
 		{"bad mode", zone + "    mode: later\n", `c.yaml:4: zones[0].mode: unknown mode "later"`},
 		{"interval without async", zone + "    sync_interval: 1s\n", `c.yaml:4: zones[0].sync_interval: is only used with mode: async`},
 		{"interval too long", zone + "    mode: async\n    sync_interval: 2m\n", `c.yaml:5: zones[0].sync_interval: must be between 0 and 1m`},
+		{"interval as long as a window", "zones:\n  - name: a\n    limits: 10r/m, 1r/100ms\n    mode: async\n", `zones[0].sync_interval: 100ms must be shorter than the zone's smallest window (100ms, limit "1r/100ms")`},
 		{"processes without async", zone + "    processes: 3\n", `c.yaml:4: zones[0].processes: is only used with mode: async`},
 		{"processes not positive", zone + "    mode: async\n    processes: 0\n", `c.yaml:5: zones[0].processes: must be > 0`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},

@@ -295,6 +295,16 @@ func (w *walker) validateMode(z *Zone, path string) {
 	case z.SyncInterval == 0 && z.Mode == AsyncMode:
 		z.SyncInterval = DefaultSyncInterval
 	}
+	if z.Mode == AsyncMode && z.SyncInterval > 0 {
+		// Pending cost is dropped once older than its window: an interval
+		// as long would drop what it should send.
+		for _, l := range z.Limits {
+			if l.Window > 0 && z.SyncInterval >= l.Window {
+				w.add(w.line(ip), ip, "%v must be shorter than the zone's smallest window (%v, limit %q)", z.SyncInterval, l.Window, l.String())
+				break
+			}
+		}
+	}
 	switch {
 	case z.Processes != 0 && z.Mode != AsyncMode:
 		w.add(w.line(path+".processes"), path+".processes", "is only used with mode: async")

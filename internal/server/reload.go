@@ -68,6 +68,7 @@ func (s *Server) apply(cfg *config.Config) error {
 		s.opts.LevelVar.Set(cfg.Log.Level)
 	}
 	s.state.Store(st)
+	s.backend.retire(st)
 	s.warn(cfg)
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/edge"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -169,4 +171,46 @@ func mustRequest(t *testing.T, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// TestReloadClosesUnusedAsync: a reload that changes an async zone's sync
+// interval closes the limiter of the old interval (its flushers stop and
+// what it owed is sent), rather than keeping it until shutdown.
+func TestReloadClosesUnusedAsync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, reloadBase+"  - {name: z, limits: 10r/h, mode: async, sync_interval: 1m}\n")
+	ts := start(t, loadConfig(t, path), Options{ConfigPath: path, WatchInterval: -1})
+	for range 2 {
+		if resp, raw := post(t, ts.api+"/v1/check", `{"zone":"z","key":"a"}`); resp.StatusCode != http.StatusOK {
+			t.Fatalf("check: %d %s", resp.StatusCode, raw)
+		}
+	}
+	ts.backend.amu.Lock()
+	var old []*edge.Async
+	for _, a := range ts.backend.asyncs {
+		old = append(old, a)
+	}
+	ts.backend.amu.Unlock()
+	if len(old) != 1 || old[0].Stats().Pending != 1 {
+		t.Fatalf("before the reload: %d async limiters, want 1 owing 1", len(old))
+	}
+	writeFile(t, path, reloadBase+"  - {name: z, limits: 10r/h, mode: async, sync_interval: 30s}\n")
+	if err := ts.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	ts.backend.closing.Wait()
+	ts.backend.amu.Lock()
+	for k, a := range ts.backend.asyncs {
+		if a == old[0] || k.interval != 30*time.Second {
+			t.Errorf("after the reload: the limiter of %v is still kept, want only the new one of 30s", k.interval)
+		}
+	}
+	ts.backend.amu.Unlock()
+	if s := old[0].Stats(); s.Pending != 0 || s.Dropped != 0 {
+		t.Errorf("the old limiter after the reload: %+v, want everything sent", s)
+	}
+	resp, raw := post(t, ts.api+"/v1/check", `{"zone":"z","key":"a"}`)
+	if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || len(d.Limits) != 1 || d.Limits[0].Remaining != 7 {
+		t.Errorf("check after the reload: %d %s, want 7 remaining (the old limiter's 2 recorded)", resp.StatusCode, raw)
+	}
 }

@@ -81,10 +81,12 @@ type backend struct {
 	log      *slog.Logger
 
 	// asyncs are the edge.Async limiters of async zones, one per failure
-	// policy, sync interval and processes, made as zones ask and kept until
-	// close (a reload reuses them).
+	// policy, sync interval and processes, made as zones ask; a reload
+	// reuses them and closes those no zone uses any more.
 	amu    sync.Mutex
 	asyncs map[asyncKey]*edge.Async
+	// closing counts the limiters retired by a reload still closing.
+	closing sync.WaitGroup
 }
 
 type asyncKey struct {
@@ -191,6 +193,36 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	return a
 }
 
+// retire closes, in the background, the async limiters that no zone of
+// st uses any more (a reload changed their zones' sync interval,
+// processes or policy, or removed them), after sending what they owe.
+// Checks still running on the previous configuration go to the store.
+func (b *backend) retire(st *state) {
+	used := map[asyncKey]bool{}
+	for _, z := range st.zones {
+		if z.cfg.Mode == config.AsyncMode {
+			used[asyncKey{z.cfg.Failure, z.cfg.SyncInterval, z.cfg.Processes}] = true
+		}
+	}
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	for k, a := range b.asyncs {
+		if used[k] {
+			continue
+		}
+		delete(b.asyncs, k)
+		b.closing.Add(1)
+		go func() {
+			defer b.closing.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), asyncCloseTimeout)
+			defer cancel()
+			if err := a.Close(ctx); err != nil {
+				b.log.Warn("async zone: pending cost not sent", "policy", string(k.policy), "sync_interval", k.interval.String(), "error", err.Error())
+			}
+		}()
+	}
+}
+
 // probe asks the store itself, bypassing the failure policies, whether it
 // answers: a peek of one throwaway key within the store timeout.
 func (b *backend) probe(ctx context.Context, timeout time.Duration) error {
@@ -215,6 +247,7 @@ func (b *backend) close() error {
 		cancel()
 	}
 	b.amu.Unlock()
+	b.closing.Wait()
 	if b.store.Close == nil {
 		return nil
 	}

@@ -18,6 +18,15 @@ type Report struct {
 	// has classes (a Trace does): the same counts over its sources only.
 	Classes []ClassReport `json:"classes,omitempty"`
 	Series  []Series      `json:"-"` // in the order of Options.Watch
+	// Fleet, when set (by the caller, from RunAsync on the same
+	// workload), is an async fleet's row of the enforcing-mode table.
+	Fleet *FleetRow `json:"-"`
+}
+
+// FleetRow names an async fleet's result for Report.WriteTable.
+type FleetRow struct {
+	Name string
+	AsyncReport
 }
 
 // ClassReport is the part of a Report about the sources of one class.
@@ -142,7 +151,7 @@ func (rep *Report) writeModelTable(w io.Writer) error {
 	enforce, n := rep.Mode == "enforce", float64(max(1, rep.Requests))
 	head := "algorithm\tpromises\twrongly decided vs its promise\tmean diff vs its promise\t"
 	if enforce {
-		head += "worst window, mean\tworst window, max\t"
+		head += "worst window, mean\tworst window, max\tfalse denials\t"
 	}
 	fmt.Fprintln(tw, head)
 	sources := int64(0)
@@ -152,14 +161,22 @@ func (rep *Report) writeModelTable(w io.Writer) error {
 		if enforce && r.WorstWindow != nil {
 			writeWorst(tw, r.WorstWindow)
 			sources = r.WorstWindow.Sources
+			fmt.Fprintf(tw, "%.4f%%\t", 100*float64(r.WronglyDenied)/n)
 		}
 		fmt.Fprintln(tw)
+	}
+	if f := rep.Fleet; enforce && f != nil {
+		fmt.Fprintf(tw, "%s\texact window\t-\t-\t", f.Name)
+		writeWorst(tw, &WorstWindow{Sources: int64(f.Sources), Mean: f.Mean, Max: f.Max})
+		fmt.Fprintf(tw, "%.4f%%\t\n", 100*float64(f.FalseDenials)/float64(max(1, f.Requests)))
 	}
 	if err := tw.Flush(); err != nil || !enforce {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "worst window: the most requests admitted in any window of %s, in units of the limit L,\n"+
-		"  over the %d sources whose offered requests exceed L in some window (mean and max).\n", formatMicros(rep.Window), sources)
+		"  over the %d sources whose offered requests exceed L in some window (mean and max).\n"+
+		"false denials: requests denied while the exact count of what was admitted in the window before them\n"+
+		"  was under L, as a share of all requests.\n", formatMicros(rep.Window), sources)
 	return err
 }
 
