@@ -15,7 +15,7 @@ import (
 
 // Defaults of GuardOptions.
 const (
-	DefaultTimeout         = 50 * time.Millisecond
+	DefaultTimeout         = sluice.DefaultTimeout // 50ms, the one default of every store call
 	DefaultLogInterval     = 10 * time.Second
 	DefaultFallbackMaxKeys = 100_000
 )
