@@ -101,7 +101,7 @@ function _M.new(opts)
   if not client then return nil, limits.INVALID .. err end
   local self = setmetatable({
     client = client, cluster = client:is_cluster(), prefix = prefix, timeout = timeout,
-    padding = itoa(opts.padding or 0), id_prefix = random_id(), seq = 0,
+    padding = itoa(opts.padding or 0), seq = 0,
     policy = opts.policy or "open",
   }, mt)
   if self.policy ~= "open" and self.policy ~= "closed" then
@@ -113,8 +113,34 @@ function _M.new(opts)
   return self
 end
 
--- call_id returns a new id for one script call.
+-- registry holds the limiters made by define, by name.
+local registry = {}
+
+-- define makes a limiter with new(opts) and keeps it under name, for
+-- limiter(name); meant for init_by_lua. It raises an error on bad options,
+-- so that nginx refuses to start with them.
+function _M.define(name, opts)
+  local lim, err = _M.new(opts)
+  if not lim then error("sluice.define(" .. tostring(name) .. "): " .. err, 2) end
+  registry[name] = lim
+  return lim
+end
+
+-- limiter returns the limiter define made under name, or raises an error.
+function _M.limiter(name)
+  local lim = registry[name]
+  if not lim then error("sluice: no limiter defined as " .. tostring(name), 2) end
+  return lim
+end
+
+-- call_id returns a new id for one script call. The random part is drawn
+-- again in each worker (a limiter made in init_by_lua is forked into every
+-- worker, whose ids must not collide).
 local function call_id(self)
+  local pid = ngx.worker.pid()
+  if self.pid ~= pid then
+    self.pid, self.id_prefix, self.seq = pid, random_id(), 0
+  end
   self.seq = self.seq + 1
   return self.id_prefix .. "." .. base36(self.seq)
 end
