@@ -91,4 +91,3 @@ func TestExample(t *testing.T) {
 		t.Errorf("no token: %s, want 400", resp.Status)
 	}
 }
-
