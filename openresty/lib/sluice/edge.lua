@@ -173,6 +173,24 @@ function _M.forget(self, c)
   if self.deny then self.deny:incr(self.ns .. "epoch", 1, 0) end
 end
 
+-- LOG_INTERVAL is the least time between two log lines about decisions
+-- taken without Redis, per worker (s): an outage writes a handful of
+-- lines, each counting the decisions it stands for.
+_M.LOG_INTERVAL = 10
+
+local last_log, suppressed = 0, 0
+
+local function log_degraded(self, err)
+  local now = ngx.now()
+  if now - last_log < _M.LOG_INTERVAL then
+    suppressed = suppressed + 1
+    return
+  end
+  ngx.log(ngx.WARN, err, "; decided by the ", self.policy, " failure policy (",
+    suppressed, " more such decisions since the last line)")
+  last_log, suppressed = now, 0
+end
+
 -- decide decides c: from the deny cache, else from Redis unless the
 -- breaker is open, else by the policy.
 function _M.decide(self, c, now)
@@ -191,7 +209,7 @@ function _M.decide(self, c, now)
   if not d then
     if err:sub(1, #limits.INVALID) == limits.INVALID then return nil, err end
     report(self, false, probe)
-    ngx.log(ngx.WARN, "sluice: ", err, "; decided by the ", self.policy, " failure policy")
+    log_degraded(self, err)
     return self:degraded()
   end
   report(self, true, probe)
