@@ -196,14 +196,20 @@ end
 function _M.decide(self, c, now)
   local err = limits.validate_check(c)
   if err then return nil, err end
-  local deny = self.deny and c.cost > 0 and not c.shadow
+  -- The cache holds denials on nginx's clock: not for checks on a clock
+  -- of the caller's.
+  local deny = self.deny and c.cost > 0 and not c.shadow and now == nil
   if deny then
     local d = cached(self, c)
     if d then return d end
   end
   local ok, probe = admit(self)
   if not ok then return self:degraded() end
-  local sent, epoch = ngx.now(), deny and (self.deny:get(self.ns .. "epoch") or 0)
+  local sent, epoch
+  if deny then
+    ngx.update_time()
+    sent, epoch = ngx.now(), self.deny:get(self.ns .. "epoch") or 0
+  end
   local d
   d, err = self.lim:check(c, now)
   if not d then
