@@ -83,7 +83,10 @@ end
 --     workers (default none: every check tries Redis)
 --   deny_cache: name of a lua_shared_dict holding denials until their
 --     RetryAfter (default none)
---   async: name of a lua_shared_dict for the asynchronous mode (default none)
+--   async: true for the asynchronous mode (sluice.async), with
+--     sync_interval (ms, 100), processes (deciders sharing a key: default
+--     this nginx's worker count), max_view_age (ms, 60000),
+--     async_max_keys (10000) and async_max_bytes (4 MiB) per worker
 function _M.new(opts)
   if type(opts) ~= "table" or type(opts.redis) ~= "string" then
     return nil, limits.INVALID .. "sluice.new: opts.redis is required"
@@ -259,6 +262,78 @@ function _M.check(self, c, now)
   return _M.conclude(d)
 end
 
+-- MAX_BATCH is the most checks one decide.lua call decides
+-- (redisstore's DefaultMaxBatch).
+_M.MAX_BATCH = 64
+
+-- decide_batch decides calls (each the only call of its check, all in one
+-- hash slot) with one decide.lua call; it returns one reply per call (false
+-- for a check the script failed on), or nil and an error.
+local function decide_batch(self, calls, slot)
+  local id = call_id(self)
+  local ks, args = protocol.encode("", self.padding, id, calls)
+  local raw, err = self.client:eval(SCRIPTS.decide, ks, args, slot)
+  if not raw then return nil, err end
+  local replies
+  replies, err = protocol.decode(raw, calls)
+  if not replies then return nil, err end
+  for j, r in ipairs(replies) do
+    if r then r.id = id .. "." .. j end
+  end
+  return replies
+end
+
+-- check_batch decides valid checks on Redis's clock, each as check does,
+-- in as few script calls as it can: the checks of one hash slot together,
+-- up to MAX_BATCH a call, each decided atomically as if sent alone (a
+-- check across slots goes alone). It returns the decisions and the errors,
+-- one of them set per check.
+function _M.check_batch(self, checks)
+  local ds, errs = {}, {}
+  local by_slot, slots = {}, {}
+  for i, c in ipairs(checks) do
+    local calls = plan(self, c, true)
+    if #calls == 1 then
+      local s = calls[1].slot
+      if not by_slot[s] then
+        by_slot[s] = {}
+        slots[#slots + 1] = s
+      end
+      local b = by_slot[s]
+      b[#b + 1] = { i = i, call = calls[1] }
+    else
+      ds[i], errs[i] = _M.check(self, c)
+    end
+  end
+  for _, s in ipairs(slots) do
+    local all = by_slot[s]
+    for from = 1, #all, _M.MAX_BATCH do
+      local part, calls = {}, {}
+      for k = from, math.min(#all, from + _M.MAX_BATCH - 1) do
+        part[#part + 1] = all[k]
+        calls[#calls + 1] = all[k].call
+      end
+      local replies, err = decide_batch(self, calls, s)
+      for k, p in ipairs(part) do
+        local c, r = checks[p.i], replies and replies[k]
+        if not replies then
+          errs[p.i] = UNAVAILABLE .. tostring(err)
+        elseif not r then
+          errs[p.i] = UNAVAILABLE .. "the script failed on this check's keys"
+        else
+          local d = { source = "store", hits = {} }
+          local recorded = r.allowed and c.cost > 0
+          for j, hi in ipairs(p.call.hits) do
+            d.hits[hi] = protocol.result(p.call.specs[j], r.hits[j], r.now, c.cost, recorded)
+          end
+          ds[p.i] = _M.conclude(d)
+        end
+      end
+    end
+  end
+  return ds, errs
+end
+
 -- reset deletes the state of every hit of c (cost ignored), one call per
 -- hash slot. It returns true, or nil and an error.
 function _M.reset(self, c)
@@ -272,6 +347,7 @@ function _M.reset(self, c)
     if e then return nil, UNAVAILABLE .. tostring(e) end
   end
   self.edge:forget(c)
+  if self.edge.async then self.edge.async:reset_worker() end
   return true
 end
 

@@ -39,6 +39,7 @@ local function parse(body)
     elseif k == "edge" then o.edge = f[2] == "1"
     elseif k == "policy" then o.policy = f[2]
     elseif k == "timeout" then o.timeout = tonumber(f[2])
+    elseif k == "async" then o.async = f[2] == "1"
     elseif k == "hit" then
       c.hits[#c.hits + 1] = {
         zone = unhex(f[2]), key = unhex(f[3]),
@@ -52,14 +53,15 @@ local function parse(body)
 end
 
 local function limiter(o)
-  local k = table.concat({ o.redis, o.prefix or "", o.policy or "", tostring(o.timeout), o.now and "now" or "" }, "\0")
+  local k = table.concat({ o.redis, o.prefix or "", o.policy or "", tostring(o.timeout), o.now and "now" or "",
+    tostring(o.edge), tostring(o.async) }, "\0")
   local lim = limiters[k]
   if lim then return lim end
   local err
   lim, err = sluice.new({
     redis = o.redis, prefix = o.prefix, policy = o.policy, timeout = o.timeout or 2000,
     padding = o.now and 10000 or 0, breaker = o.edge and "sluice_breaker" or nil,
-    deny_cache = o.edge and "sluice_deny" or nil,
+    deny_cache = o.edge and not o.async and "sluice_deny" or nil, async = o.async,
   })
   if not lim then return nil, err end
   limiters[k] = lim

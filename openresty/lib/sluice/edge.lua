@@ -40,6 +40,10 @@ function _M.new(lim, opts)
   self.max_backoff = (opts.breaker_max_backoff or _M.BREAKER_MAX_BACKOFF * 1000) / 1000
   self.max_age = (opts.deny_cache_max_age or _M.DENY_CACHE_MAX_AGE * 1000) / 1000
   self.ns = lim.prefix .. "|" .. lim.client.name .. "|" -- one dict may serve several limiters
+  if opts.async then
+    self.async, err = require("sluice.async").new(lim, self, opts)
+    if not self.async then return nil, limits.INVALID .. err end
+  end
   return self
 end
 
@@ -203,14 +207,20 @@ function _M.decide(self, c, now)
     local d = cached(self, c)
     if d then return d end
   end
+  if self.async and c.cost > 0 and now == nil then return self.async:decide(c) end
+  return self:guarded(c, now, deny)
+end
+
+-- guarded decides valid c on Redis unless the breaker is open, else by
+-- the policy; with deny, a store denial is kept in the deny cache.
+function _M.guarded(self, c, now, deny)
   local ok, probe = admit(self)
   if not ok then return self:degraded() end
-  local sent, epoch
+  local sent, epoch, d, err
   if deny then
     ngx.update_time()
     sent, epoch = ngx.now(), self.deny:get(self.ns .. "epoch") or 0
   end
-  local d
   d, err = self.lim:check(c, now)
   if not d then
     if err:sub(1, #limits.INVALID) == limits.INVALID then return nil, err end
