@@ -190,9 +190,16 @@ function _M.eval(self, script, keys, args, slot)
     local red
     red, err = connect(self, host, port)
     if not red then
-      local map = slot_maps[self.name]
-      if map then map.stale = true end -- a failover may have moved the slot
-      return nil, err
+      -- A failover may have moved the slot: read the map again, and try
+      -- the slot's master once more if it changed.
+      local fresh = refresh(self)
+      if not fresh or not fresh.slots[slot] or fresh.slots[slot] == addr then
+        local map = slot_maps[self.name]
+        if map then map.stale = true end
+        return nil, err
+      end
+      addr, asking = fresh.slots[slot], false
+      goto continue
     end
     local res
     res, err = run_script(red, script, keys, args, asking)
@@ -213,6 +220,7 @@ function _M.eval(self, script, keys, args, slot)
     else
       return nil, err
     end
+    ::continue::
   end
   return nil, "too many Cluster redirections"
 end
