@@ -77,6 +77,9 @@ end
 --   timeout: ms per Redis call (default 50)
 --   pool_size, keepalive: nginx's connection pool per worker (64, 60000 ms)
 --   padding: ms added to every TTL (default 0; set it when passing now)
+--   batch: false sends one script call per check; by default the checks
+--     of one slot that arrive in a worker while MAX_IN_FLIGHT calls are
+--     under way go together in the next call (redisstore's MaxBatch)
 --   policy: "open" or "closed", what check_or_policy decides when Redis
 --     fails (default "open")
 --   breaker: name of a lua_shared_dict for the breaker shared by the
@@ -105,7 +108,7 @@ function _M.new(opts)
   local self = setmetatable({
     client = client, cluster = client:is_cluster(), prefix = prefix, timeout = timeout,
     padding = itoa(opts.padding or 0), seq = 0,
-    policy = opts.policy or "open",
+    policy = opts.policy or "open", batch = opts.batch ~= false,
   }, mt)
   if self.policy ~= "open" and self.policy ~= "closed" then
     return nil, limits.INVALID .. format("policy %q (want open or closed)", tostring(self.policy))
@@ -189,6 +192,135 @@ local function decide_call(self, cl, now)
   return replies[1]
 end
 
+-- MAX_BATCH is the most checks one decide.lua call decides
+-- (redisstore's DefaultMaxBatch).
+_M.MAX_BATCH = 64
+
+-- decide_batch decides calls (each the only call of its check, all in one
+-- hash slot) with one decide.lua call; it returns one reply per call (false
+-- for a check the script failed on), or nil and an error.
+local function decide_batch(self, calls, slot)
+  local id = call_id(self)
+  local ks, args = protocol.encode("", self.padding, id, calls)
+  local raw, err = self.client:eval(SCRIPTS.decide, ks, args, slot)
+  if not raw then return nil, err end
+  local replies
+  replies, err = protocol.decode(raw, calls)
+  if not replies then return nil, err end
+  for j, r in ipairs(replies) do
+    if r then r.id = id .. "." .. j end
+  end
+  return replies
+end
+
+
+-- MAX_IN_FLIGHT is the most batch calls a worker has under way at once
+-- per hash slot (redisstore's maxInFlight): while they are, new checks
+-- queue, and the next call takes them together. Batches grow with the load
+-- and cost no waiting when it is light (no timer).
+_M.MAX_IN_FLIGHT = 2
+
+local semaphore = require "ngx.semaphore"
+
+-- lane returns the worker's queue of the limiter for slot: entries
+-- queue[head .. tail].
+local function lane(self, slot)
+  local pid = ngx.worker.pid()
+  if self.lanes_pid ~= pid then self.lanes, self.lanes_pid = {}, pid end
+  local l = self.lanes[slot]
+  if not l then
+    l = { queue = {}, head = 1, tail = 0, busy = 0 }
+    self.lanes[slot] = l
+  end
+  return l
+end
+
+-- pop returns the oldest queued entry of l that was not abandoned, or nil.
+local function pop(l)
+  while l.head <= l.tail do
+    local e = l.queue[l.head]
+    l.queue[l.head] = nil
+    l.head = l.head + 1
+    if not e.abandoned then return e end
+  end
+  l.head, l.tail = 1, 0
+  return nil
+end
+
+-- send_batch sends up to MAX_BATCH queued checks of lane l in one script
+-- call, hands each its reply, then passes the lead to the next queued
+-- check, if any, which sends the next batch.
+local function send_batch(self, l, slot)
+  local batch, calls = {}, {}
+  while #batch < _M.MAX_BATCH do
+    local e = pop(l)
+    if not e then break end
+    batch[#batch + 1], calls[#calls + 1] = e, e.call
+  end
+  if #batch > 0 then
+    local replies, err = decide_batch(self, calls, slot)
+    for k, e in ipairs(batch) do
+      if replies then
+        e.reply = replies[k]
+        if not e.reply then e.err = "the script failed on this check's keys (a key of the wrong type under the prefix?)" end
+      else
+        e.err = err
+      end
+      e.done = true
+      if e.waiting then e.sema:post(1) end
+    end
+  end
+  -- The lead goes to the oldest check still waiting, which stays queued
+  -- (its own call takes it).
+  while l.head <= l.tail do
+    local e = l.queue[l.head]
+    if not e.abandoned then
+      e.lead = e.lead + 1 -- a count: one check may be handed the lead twice
+      e.sema:post(1)
+      return
+    end
+    l.queue[l.head] = nil
+    l.head = l.head + 1
+  end
+  l.head, l.tail = 1, 0
+  l.busy = l.busy - 1
+end
+
+-- coalesced decides the only call of a check in a batch with the checks
+-- of the same slot queued meanwhile in this worker; each is decided
+-- atomically, as if sent alone. It returns the call's reply, or nil and an
+-- error.
+local function coalesced(self, cl)
+  local l = lane(self, cl.slot)
+  -- The semaphore exists before the check is queued: another check's
+  -- call may pass the lead to it while its own call is under way.
+  local e = { call = cl, sema = semaphore.new(0), lead = 0 }
+  l.tail = l.tail + 1
+  l.queue[l.tail] = e
+  if l.busy < _M.MAX_IN_FLIGHT then
+    l.busy = l.busy + 1
+    send_batch(self, l, cl.slot)
+  end
+  local wait = self.timeout * 3 / 1000
+  while not e.done do
+    e.waiting = true
+    local ok = e.sema:wait(wait)
+    e.waiting = false
+    if e.lead > 0 then
+      while e.lead > 0 do
+        e.lead = e.lead - 1
+        send_batch(self, l, cl.slot)
+      end
+    elseif not ok and not e.done then
+      e.abandoned = true -- never sent: the cost is not spent
+      return nil, "timeout waiting for a batch call"
+    end
+  end
+  if e.err then return nil, e.err end
+  e.reply.id = e.reply.id or ""
+  return e.reply
+end
+
 -- refund takes back the cost of the calls that recorded it although the
 -- check was denied in another slot (redisstore's refund).
 local function refund(self, c, calls, replies)
@@ -242,7 +374,11 @@ function _M.check(self, c, now)
   local calls = plan(self, c, true)
   local replies, failed = {}, nil
   for k, cl in ipairs(calls) do
-    replies[k], err = decide_call(self, cl, now)
+    if #calls == 1 and not now and self.batch then
+      replies[k], err = coalesced(self, cl)
+    else
+      replies[k], err = decide_call(self, cl, now)
+    end
     if not replies[k] then
       replies[k], failed = false, err
     end
@@ -260,27 +396,6 @@ function _M.check(self, c, now)
     end
   end
   return _M.conclude(d)
-end
-
--- MAX_BATCH is the most checks one decide.lua call decides
--- (redisstore's DefaultMaxBatch).
-_M.MAX_BATCH = 64
-
--- decide_batch decides calls (each the only call of its check, all in one
--- hash slot) with one decide.lua call; it returns one reply per call (false
--- for a check the script failed on), or nil and an error.
-local function decide_batch(self, calls, slot)
-  local id = call_id(self)
-  local ks, args = protocol.encode("", self.padding, id, calls)
-  local raw, err = self.client:eval(SCRIPTS.decide, ks, args, slot)
-  if not raw then return nil, err end
-  local replies
-  replies, err = protocol.decode(raw, calls)
-  if not replies then return nil, err end
-  for j, r in ipairs(replies) do
-    if r then r.id = id .. "." .. j end
-  end
-  return replies
 end
 
 -- check_batch decides valid checks on Redis's clock, each as check does,
