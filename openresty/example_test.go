@@ -71,6 +71,8 @@ func TestExample(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("11th request: %s, want 429", resp.Status)
 	}
+	t.Logf("11th request: %s\nRetry-After: %s\nRateLimit-Policy: %s\nRateLimit: %s\n\n%s", resp.Status,
+		resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"), body)
 	// A sliding window of a second: the wait is 1 s, or 2 when the ten
 	// requests straddled a second's boundary.
 	retry := resp.Header.Get("Retry-After")
