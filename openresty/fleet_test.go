@@ -26,7 +26,7 @@ import (
 func TestSameScriptsAsGo(t *testing.T) {
 	srv := redistest.Standalone(t)
 	srv.Do("SCRIPT", "FLUSH")
-	s, err := redisstore.New(srv.Client(), redisstore.Options{MaxBatch: 1})
+	s, err := redisstore.New(srv.Client(), redisstore.Options{MaxBatch: 1, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func runSameDecisions(t *testing.T, client rueidis.Client, redisURL string, n *n
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			clock := new(storetest.Clock)
 			prefix := fmt.Sprintf("same%d-%d:", seed, time.Now().UnixNano())
-			gs, err := redisstore.New(client, redisstore.Options{Now: clock.Now, Prefix: "go" + prefix, MaxBatch: 1})
+			gs, err := redisstore.New(client, redisstore.Options{Now: clock.Now, Prefix: "go" + prefix, MaxBatch: 1, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -363,13 +363,13 @@ end
 
 -- check decides c = {hits = {{zone, key, limit}, ...}, cost, group,
 -- shadow} at now (µs since the epoch; nil for Redis's TIME, the normal
--- case) on Redis alone, with no failure policy or cache. It returns the
+-- case; valid: c was validated already) on Redis alone, with no failure policy or cache. It returns the
 -- decision {allowed, shadowed, source = "store", denier, retry_after,
 -- hits = {{allowed, shadow, used, remaining, retry_after, reset_after}}},
 -- durations in µs; or nil and an error starting with "sluice: invalid
 -- input:" or "sluice: store unavailable:".
-function _M.check(self, c, now)
-  local err = limits.validate_check(c)
+function _M.check(self, c, now, valid)
+  local err = not valid and limits.validate_check(c)
   if err then return nil, err end
   local calls = plan(self, c, true)
   local replies, failed = {}, nil

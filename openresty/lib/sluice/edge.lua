@@ -211,7 +211,7 @@ function _M.decide(self, c, now)
   return self:guarded(c, now, deny)
 end
 
--- guarded decides valid c on Redis unless the breaker is open, else by
+-- guarded decides c (validated) on Redis unless the breaker is open, else by
 -- the policy; with deny, a store denial is kept in the deny cache.
 function _M.guarded(self, c, now, deny)
   local ok, probe = admit(self)
@@ -221,7 +221,7 @@ function _M.guarded(self, c, now, deny)
     ngx.update_time()
     sent, epoch = ngx.now(), self.deny:get(self.ns .. "epoch") or 0
   end
-  d, err = self.lim:check(c, now)
+  d, err = self.lim:check(c, now, true)
   if not d then
     if err:sub(1, #limits.INVALID) == limits.INVALID then return nil, err end
     report(self, false, probe)

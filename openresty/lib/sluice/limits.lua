@@ -105,7 +105,10 @@ end
 -- label returns the limit's name, or its spec string (Limit.Label).
 function _M.label(l)
   if l.name and l.name ~= "" then return l.name end
-  return _M.spec(l)
+  -- Kept on the limit: parsed limits are reused for every request.
+  local key = l.rate .. "/" .. l.window
+  if l.label_of ~= key then l.label, l.label_of = _M.spec(l), key end
+  return l.label
 end
 
 -- new returns a limit from a table {rate, window (µs, or a period such as
