@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,9 @@ func asyncConf(redisURL string, processes int) string {
                 lim:access{ zone = "async", key = ngx.var.arg_key, limits = ngx.var.arg_limits }
             }
             content_by_lua_block { ngx.say("ok") }
+        }
+        location = /timers {
+            content_by_lua_block { ngx.say(ngx.timer.running_count() + ngx.timer.pending_count()) }
         }
 `, redisURL, processes)
 }
@@ -71,7 +75,21 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 			}
 		})
 	}
+	// Checks in flight while the timers are counted: one flush timer per
+	// worker, never one per request.
+	var timerWG sync.WaitGroup
+	timerWG.Go(func() {
+		for next.Load() < requests/2 {
+			time.Sleep(time.Millisecond)
+		}
+		for _, f := range fronts {
+			if got := strings.TrimSpace(mustGet(t, f.url+"/timers")); got != "1" {
+				t.Errorf("a worker has %s timers under load, want 1 (its flush timer)", got)
+			}
+		}
+	})
 	wg.Wait()
+	timerWG.Wait()
 	got := admitted.Load()
 	t.Logf("async: admitted %d of %d on a %d/h key (over-admission %d, %.1f%% of the rate; bound %d)",
 		got, requests, rate, got-rate, 100*float64(got-rate)/rate, n*rate/p)
