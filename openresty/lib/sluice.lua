@@ -269,6 +269,17 @@ local function send_batch(self, l, slot)
       e.done = true
       if e.waiting then e.sema:post(1) end
     end
+    if not replies then
+      -- Redis did not answer: the checks queued meanwhile fail at once
+      -- with the same error rather than each waiting for a timeout of its
+      -- own (redisstore's failQueued).
+      local e = pop(l)
+      while e do
+        e.err, e.done = err, true
+        e.sema:post(1)
+        e = pop(l)
+      end
+    end
   end
   -- The lead goes to the oldest check still waiting, which stays queued
   -- (its own call takes it).
