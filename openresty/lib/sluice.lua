@@ -276,7 +276,7 @@ local function send_batch(self, l, slot)
       local e = pop(l)
       while e do
         e.err, e.done = err, true
-        e.sema:post(1)
+        if e.waiting then e.sema:post(1) end
         e = pop(l)
       end
     end
@@ -287,7 +287,7 @@ local function send_batch(self, l, slot)
     local e = l.queue[l.head]
     if not e.abandoned then
       e.lead = e.lead + 1 -- a count: one check may be handed the lead twice
-      e.sema:post(1)
+      if e.waiting then e.sema:post(1) end
       return
     end
     l.queue[l.head] = nil
@@ -303,9 +303,9 @@ end
 -- error.
 local function coalesced(self, cl)
   local l = lane(self, cl.slot)
-  -- The semaphore exists before the check is queued: another check's
-  -- call may pass the lead to it while its own call is under way.
-  local e = { call = cl, sema = semaphore.new(0), lead = 0 }
+  -- The semaphore is made when the check first waits: the lead or the
+  -- reply given to a check that is not waiting is seen before it waits.
+  local e = { call = cl, lead = 0 }
   l.tail = l.tail + 1
   l.queue[l.tail] = e
   if l.busy < _M.MAX_IN_FLIGHT then
@@ -314,18 +314,25 @@ local function coalesced(self, cl)
   end
   local wait = self.timeout * 3 / 1000
   while not e.done do
-    e.waiting = true
-    local ok = e.sema:wait(wait)
-    e.waiting = false
     if e.lead > 0 then
-      while e.lead > 0 do
-        e.lead = e.lead - 1
-        send_batch(self, l, cl.slot)
+      e.lead = e.lead - 1
+      send_batch(self, l, cl.slot)
+    else
+      e.sema = e.sema or semaphore.new(0)
+      e.waiting = true
+      local ok = e.sema:wait(wait)
+      e.waiting = false
+      if not ok and not e.done and e.lead == 0 then
+        e.abandoned = true -- never sent: the cost is not spent
+        return nil, "timeout waiting for a batch call"
       end
-    elseif not ok and not e.done then
-      e.abandoned = true -- never sent: the cost is not spent
-      return nil, "timeout waiting for a batch call"
     end
+  end
+  -- A lead handed over while queued, and then the check taken by another
+  -- call: the lead is still this check's to use.
+  while e.lead > 0 do
+    e.lead = e.lead - 1
+    send_batch(self, l, cl.slot)
   end
   if e.err then return nil, e.err end
   e.reply.id = e.reply.id or ""
