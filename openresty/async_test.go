@@ -75,16 +75,19 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 			}
 		})
 	}
-	// Checks in flight while the timers are counted: one flush timer per
-	// worker, never one per request.
+	// Checks in flight while the timers are counted: the flush timer of
+	// each worker, never one per request.
 	var timerWG sync.WaitGroup
 	timerWG.Go(func() {
 		for next.Load() < requests/2 {
 			time.Sleep(time.Millisecond)
 		}
 		for _, f := range fronts {
-			if got := strings.TrimSpace(mustGet(t, f.url+"/timers")); got != "1" {
-				t.Errorf("a worker has %s timers under load, want 1 (its flush timer)", got)
+			// The next tick pending, a round running, and a tick that
+			// found it running and is returning: at most 3, whatever the
+			// number of requests.
+			if got := strings.TrimSpace(mustGet(t, f.url+"/timers")); got < "1" || got > "3" || len(got) != 1 {
+				t.Errorf("a worker has %s timers under load, want 1 to 3 (its flush timer)", got)
 			}
 		}
 	})

@@ -204,9 +204,20 @@ end
 -- flush is the worker's timer: it sends the queue.
 flush = function(premature, self)
   if self.pid ~= ngx.worker.pid() then return end
+  -- One round at a time: ngx.timer.every fires again while a slow round
+  -- is still sending, and two rounds would share the keys' in-flight cost.
+  if self.flushing then return end
   local queue = self.queue
   if #queue == 0 then return end
   self.queue = {}
+  self.flushing = true
+  local ok, err = pcall(_M.round, self, queue)
+  self.flushing = false
+  if not ok then ngx.log(ngx.ERR, "sluice: async flush round failed: ", err) end
+end
+
+-- round sends the pending cost of the queued keys, and the refreshes.
+function _M.round(self, queue)
   local ids, costs = {}, {}
   for _, id in ipairs(queue) do
     local v = self.views[id]
