@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""bench/openresty.py: nginx in front of one upstream, like for like (issue 14).
+
+Fronts, all in one nginx (2 workers) before the same upstream (an nginx
+answering 200), on one local redis-server:
+
+  seed     seed 000's algorithm in access_by_lua: GET the previous minute,
+           INCR the current one, EXPIRE, pipelined (lua-resty-redis)
+  module   sluice's OpenResty module: access() in access_by_lua
+           (sync; async; sync with the deny cache)
+  auth     auth_request to `sluice serve` on the same Redis
+           (examples/nginx.conf's pattern; a sync zone, an async zone)
+
+Rows (wrk -t2 -c64, random tokens in the query string):
+
+  sync     100,000 tokens under their limits: seed, module sync, auth sync
+  async    the same traffic:                  seed, module async, auth async
+  hot      10 tokens far over their limits:   seed, module deny cache, auth sync
+
+Each row runs its fronts in interleaved rounds (after one warm-up round
+each), and reports per front the median requests/s, the per-round ratio to
+the seed of the same round, the median p99, the CPU per request of the
+front processes (nginx workers, and sluice serve for auth) and of Redis,
+read from /proc.
+
+  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot]
+
+Run it on a quiet machine; it prints the load average before and after.
+"""
+import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_port(port, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on {port}")
+
+
+def cpu_ticks(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+SEED_LUA = r"""
+local redis = require "nginx.redis"
+local limit = 100
+local red = redis:new()
+red:set_timeout(50)
+local ok, err = red:connect("127.0.0.1", REDIS_PORT)
+if not ok then return ngx.exit(500) end
+local token = ngx.var.arg_token
+local now = ngx.time()
+local minute = now - now % 60
+local cur, prev = token .. ":" .. minute, token .. ":" .. (minute - 60)
+red:init_pipeline()
+red:get(prev)
+red:incr(cur)
+red:expire(cur, 120)
+local res, err = red:commit_pipeline()
+red:set_keepalive(60000, 64)
+if not res then return ngx.exit(500) end
+local p = tonumber(res[1]) or 0
+local c = tonumber(res[2]) or 0
+local rate = p * ((60 - now % 60) / 60) + c
+if rate > limit then return ngx.exit(429) end
+"""
+
+WRK_LUA = r"""
+local n = tonumber(os.getenv("TOKENS"))
+local path = os.getenv("WRK_PATH")
+math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0))
+request = function()
+  return wrk.format(nil, path .. "?token=t" .. math.random(1, n))
+end
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d %d %d\n", summary.requests, summary.duration,
+    latency:percentile(99), summary.errors.status))
+end
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-rounds", type=int, default=5)
+    ap.add_argument("-d", type=int, default=5, help="seconds per round")
+    ap.add_argument("-rows", default="sync,async,hot")
+    ap.add_argument("-c", type=int, default=64)
+    args = ap.parse_args()
+    for tool in ("wrk", "redis-server", "go"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed")
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    d = tempfile.mkdtemp(prefix="sluice-openresty-bench-")
+    procs = []
+
+    def spawn(cmd, **kw):
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, os.path.basename(cmd[0]) + ".log"), "a"), **kw)
+        procs.append(p)
+        return p
+
+    try:
+        subprocess.run(["go", "build", "-o", os.path.join(d, "sluice"), "./cmd/sluice"], cwd=ROOT, check=True)
+        rport, up_port, front_port, api_port, api_async_port = (free_port() for _ in range(5))
+        redis = spawn(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        wait_port(rport)
+        serves = []
+        for name, port, mode in (("sync", api_port, "sync"), ("async", api_async_port, "async")):
+            with open(os.path.join(d, name + ".yaml"), "w") as f:
+                f.write(f"""store: {{url: "redis://127.0.0.1:{rport}"}}
+log: {{level: warn}}
+listeners: [{{addr: "127.0.0.1:{port}", serve: api}}]
+zones:
+  - {{name: bench, limits: "100r/m", key: "query:token", mode: {mode}}}
+""")
+            serves.append(spawn([os.path.join(d, "sluice"), "serve", "-config", os.path.join(d, name + ".yaml")]))
+        for p in (api_port, api_async_port):
+            wait_port(p)
+        seed = SEED_LUA.replace("REDIS_PORT", str(rport))
+        lib = os.path.join(ROOT, "openresty", "lib")
+        conf = f"""
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+daemon off;
+worker_processes 2;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/cb; proxy_temp_path {d}/px; fastcgi_temp_path {d}/fc; uwsgi_temp_path {d}/uw; scgi_temp_path {d}/sc;
+    lua_package_path "{lib}/?.lua;/usr/share/lua/5.1/?.lua;;";
+    lua_socket_log_errors off;
+    lua_shared_dict sluice_breaker 64k;
+    lua_shared_dict sluice_deny 16m;
+    init_by_lua_block {{
+        local sluice = require "sluice"
+        sluice.define("sync", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker" }})
+        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true }})
+        sluice.define("deny", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", deny_cache = "sluice_deny" }})
+    }}
+    upstream app {{ server 127.0.0.1:{up_port}; keepalive 64; }}
+    upstream sync_api {{ server 127.0.0.1:{api_port}; keepalive 64; }}
+    upstream async_api {{ server 127.0.0.1:{api_async_port}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{front_port} reuseport backlog=4096;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        location /seed {{ access_by_lua_block {{ {seed} }} proxy_pass http://app; }}
+        location /sync {{ access_by_lua_block {{ require("sluice").limiter("sync"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
+        location /async {{ access_by_lua_block {{ require("sluice").limiter("async"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
+        location /deny {{ access_by_lua_block {{ require("sluice").limiter("deny"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
+        location /auth {{ auth_request /_sync; error_page 403 = @denied; proxy_pass http://app; }}
+        location /authasync {{ auth_request /_async; error_page 403 = @denied; proxy_pass http://app; }}
+        location = /_sync {{ internal; proxy_pass http://sync_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location = /_async {{ internal; proxy_pass http://async_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location @denied {{ return 429; }}
+    }}
+}}
+"""
+        up_conf = f"""daemon off; worker_processes 1; pid {d}/up.pid; error_log {d}/up-error.log warn;
+events {{ worker_connections 4096; }}
+http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; fastcgi_temp_path {d}/ufc; uwsgi_temp_path {d}/uuw; scgi_temp_path {d}/usc;
+  server {{ listen 127.0.0.1:{up_port}; location / {{ return 200 "ok\\n"; }} }} }}
+"""
+        for name, text in (("front.conf", conf), ("up.conf", up_conf)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "up.conf")])
+        front = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "front.conf")])
+        wait_port(up_port)
+        wait_port(front_port)
+        time.sleep(0.5)
+        workers = children(front.pid)
+        with open(os.path.join(d, "wrk.lua"), "w") as f:
+            f.write(WRK_LUA)
+
+        rows = {
+            "sync": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), ("auth_request sync", "/auth", [serves[0].pid])]),
+            "async": (100000, [("seed", "/seed", []), ("module async", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
+            "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
+        }
+
+        def run(path, tokens, secs, extra):
+            env = dict(os.environ, TOKENS=str(tokens), WRK_PATH=path)
+            fpids = workers + extra
+            c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
+            out = subprocess.run(["wrk", "-t2", f"-c{args.c}", f"-d{secs}s", "-s", os.path.join(d, "wrk.lua"),
+                                  f"http://127.0.0.1:{front_port}"], env=env, capture_output=True, text=True, check=True).stdout
+            c1, r1 = cpu_ticks(fpids), cpu_ticks([redis.pid])
+            m = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+)", out)
+            n, dur, p99, non2xx = (int(x) for x in m.groups())
+            us = 1e6 / TICK
+            return {"rps": n / (dur / 1e6), "p99": p99, "cpu": (c1 - c0) * us / n, "redis": (r1 - r0) * us / n, "non2xx": non2xx / n}
+
+        print("load average before:", open("/proc/loadavg").read().strip())
+        print(f"wrk -t2 -c{args.c}, {args.rounds} interleaved rounds of {args.d}s per front, after a warm-up round each")
+        for row in args.rows.split(","):
+            tokens, fronts = rows[row]
+            for _, path, extra in fronts:
+                run(path, tokens, 2, extra)  # warm-up
+            res = {name: [] for name, _, _ in fronts}
+            for _ in range(args.rounds):
+                for name, path, extra in fronts:
+                    res[name].append(run(path, tokens, args.d, extra))
+            seed = res["seed"]
+            print(f"\n### {row}: {tokens} tokens\n")
+            print("| front | requests/s (median) | vs seed, per round | p99 ms (median) | non-2xx | CPU/request, front | CPU/request, Redis |")
+            print("|---|---|---|---|---|---|---|")
+            for name, _, _ in fronts:
+                r = res[name]
+                ratios = sorted(x["rps"] / s["rps"] for x, s in zip(r, seed))
+                med = lambda k: statistics.median(x[k] for x in r)
+                print(f"| {name} | {med('rps'):,.0f} | {statistics.median(ratios):.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f}) | "
+                      f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+        print("\nload average after:", open("/proc/loadavg").read().strip())
+    finally:
+        for p in reversed(procs):
+            try:
+                p.send_signal(signal.SIGQUIT if os.path.basename(p.args[0]) == "nginx" else signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
