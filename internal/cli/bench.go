@@ -28,6 +28,7 @@ type benchFlags struct {
 	zone, limit, algorithm string
 	concurrency            int
 	duration, timeout      time.Duration
+	storeTimeout           time.Duration
 	requests               uint64
 	keys                   int
 	hot                    float64
@@ -59,6 +60,7 @@ func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 	fs.Float64Var(&f.hot, "hot", 0, "share of checks, 0 to 1, that go to one hot key; the rest are spread evenly")
 	fs.Int64Var(&f.cost, "cost", 1, "cost of each check")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "with -server or -url: timeout of each request")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "with -store and a Redis URL: timeout of each store call (default 50ms, the store's own)")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON")
 	f.rls.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -82,8 +84,8 @@ func parseBenchFlags(env Env, args []string) (*benchFlags, error) {
 	if f.concurrency < 1 {
 		return nil, usageErrorf(fs, "-c must be >= 1, got %d", f.concurrency)
 	}
-	if f.duration < 0 || f.timeout <= 0 {
-		return nil, usageErrorf(fs, "-d must be >= 0 and -timeout > 0")
+	if f.duration < 0 || f.timeout <= 0 || f.storeTimeout < 0 {
+		return nil, usageErrorf(fs, "-d and -store-timeout must be >= 0 and -timeout > 0")
 	}
 	return f, nil
 }
@@ -194,7 +196,7 @@ func (f *benchFlags) planStore(keys *loadgen.Keys) (string, func(int) (loadgen.O
 	for i := range limits {
 		limits[i].Algorithm = algorithm
 	}
-	store, closeStore, err := openStore(f.store, benchPrefix, 0)
+	store, closeStore, err := openStore(f.store, benchPrefix, f.storeTimeout)
 	if err != nil {
 		return "", nil, err
 	}
