@@ -527,3 +527,36 @@ func TestProblemTextExact(t *testing.T) {
 		})
 	}
 }
+
+// TestSameStateAsLibrary holds issue 16, item 3: a zone refuses two limits
+// as sharing their counters exactly when the library (sluice.Check.Validate,
+// through internal/ident) calls two hits of them one state.
+func TestSameStateAsLibrary(t *testing.T) {
+	specs := []string{
+		"{spec: 60r/m}", "{spec: 30r/m}", "{spec: 60r/h}", "{spec: 60r/m, algorithm: log}",
+		"{spec: 60r/m, algorithm: buckets}", "{spec: 60r/m, algorithm: buckets, resolution: 6s}",
+		"{spec: 60r/m, algorithm: buckets, resolution: 10s}", "{spec: 60r/m, algorithm: gcra}",
+		"{spec: 60r/m, algorithm: decay}", "{spec: 60r/60s, algorithm: sliding-window}",
+	}
+	for i, a := range specs {
+		for _, b := range specs[i+1:] {
+			c, err := Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+a+"]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			la := c.Zones[0].Limits[0]
+			c, err = Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+b+"]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb := c.Zones[0].Limits[0]
+			err = sluice.Check{Cost: 1, Hits: []sluice.Hit{{Zone: "z", Key: "k", Limit: la}, {Zone: "z", Key: "k", Limit: lb}}}.Validate()
+			library := err != nil && strings.Contains(err.Error(), "share state")
+			_, err = Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+a+", "+b+"]\n"))
+			cfg := err != nil && strings.Contains(err.Error(), "would share its counters")
+			if cfg != library {
+				t.Errorf("%s and %s: config refuses them as one state: %v, the library: %v", a, b, cfg, library)
+			}
+		}
+	}
+}
