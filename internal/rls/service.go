@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpfields"
 	"github.com/sluicehq/sluice/internal/ident"
@@ -29,6 +30,12 @@ type Options struct {
 	// Limiter returns the limiter that decides the checks of a domain with
 	// the given failure policy. Required.
 	Limiter func(config.FailurePolicy) sluice.Limiter
+	// BadState decides, by the domain's failure policy, a check that
+	// failed with sluice.ErrBadState (data that is not sluice's under one
+	// of its keys: the store is healthy, this check alone could not be
+	// decided), writing the decision to d. Default: such a check is
+	// denied, as under the closed policy.
+	BadState func(ctx context.Context, policy config.FailurePolicy, c sluice.Check, d *sluice.Decision, err error) error
 	// Logger receives the service's logs. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the service's metrics. Default: none.
@@ -134,6 +141,10 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	var d sluice.Decision
 	if len(c.Hits) > 0 {
 		err := checkAll(ctx, s.opts.Limiter(dom.Failure), c, &d)
+		bad := errors.Is(err, sluice.ErrBadState)
+		if bad {
+			err = s.settle(ctx, dom.Failure, c, &d, err)
+		}
 		switch {
 		case errors.Is(err, sluice.ErrInvalid):
 			return nil, dom, status.Error(codes.InvalidArgument, err.Error())
@@ -143,12 +154,25 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			s.log.Warn("could not decide", "domain", dom.Name, "err", err)
 			return nil, dom, status.Errorf(codes.Unavailable, "rls: the store could not decide: %v", err)
 		}
-		if d.Source.Degraded() {
+		switch {
+		case bad:
+			s.metrics.badState(dom.Name, d.Source.String())
+		case d.Source.Degraded():
 			s.metrics.degraded(dom.Name, d.Source.String())
 		}
 	}
 	resp := s.respond(dom, descs, c, &d, blocked)
 	return resp, dom, nil
+}
+
+// settle decides a check that failed with sluice.ErrBadState by policy,
+// with Options.BadState (denied when it is nil).
+func (s *Service) settle(ctx context.Context, policy config.FailurePolicy, c sluice.Check, d *sluice.Decision, err error) error {
+	if s.opts.BadState != nil {
+		return s.opts.BadState(ctx, policy, c, d, err)
+	}
+	d.Degrade(sluice.FromFailClosed, false, edge.FailClosedRetryAfter)
+	return nil
 }
 
 // plan matches every descriptor of req (or takes its limit override),
