@@ -104,3 +104,80 @@ func checkChunks(ctx context.Context, lim sluice.Limiter, c sluice.Check, order 
 	d.Conclude(src)
 	return nil
 }
+
+// checkGroups decides c, whose hits ask for different costs (costs[i] is
+// hit i's: descriptors with different hits_addend), as one check per cost,
+// all or nothing wherever the store's state allows it. A peek of every
+// group first (cost 0, nothing recorded) finds the enforced hits short of
+// their cost. When some are, the request is denied and records nothing:
+// each group's short hits are checked with its cost (a check that is
+// denied records nothing) and every other hit reports its peeked state.
+// Otherwise each group is checked in turn with its cost (checkAll); should
+// one be denied because usage changed since the peek, the later groups
+// only peek and the earlier ones keep their cost, as split checks do.
+// In shadow mode (c.Shadow) nothing denies: each group is checked once.
+func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs []int64, d *sluice.Decision) error {
+	var order []int64 // the costs, in the order of their first hit
+	groups := map[int64][]int{}
+	for i, cost := range costs {
+		if groups[cost] == nil {
+			order = append(order, cost)
+		}
+		groups[cost] = append(groups[cost], i)
+	}
+	d.Prepare(len(c.Hits))
+	src := sluice.Undecided
+	var part sluice.Decision
+	// run checks the hits idx of c at cost into d.Hits; degraded reports a
+	// decision made without hit results (a failure policy), then in d.
+	run := func(idx []int, cost int64) (degraded bool, err error) {
+		sub := sluice.Check{Cost: cost, Shadow: c.Shadow, Group: c.Group, Hits: make([]sluice.Hit, 0, len(idx))}
+		for _, i := range idx {
+			sub.Hits = append(sub.Hits, c.Hits[i])
+		}
+		if err := checkAll(ctx, lim, sub, &part); err != nil {
+			return false, err
+		}
+		if len(part.Hits) != len(sub.Hits) {
+			d.Degrade(part.Source, part.Allowed, part.RetryAfter())
+			return true, nil
+		}
+		for j, i := range idx {
+			d.Hits[i] = part.Hits[j]
+		}
+		src = max(src, part.Source)
+		return false, nil
+	}
+	short := map[int64][]int{}
+	for _, cost := range order {
+		if c.Shadow {
+			break
+		}
+		if degraded, err := run(groups[cost], 0); degraded || err != nil {
+			return err
+		}
+		for _, i := range groups[cost] {
+			if h := d.Hits[i]; !h.Shadow && h.Remaining < cost {
+				short[cost] = append(short[cost], i)
+			}
+		}
+	}
+	denied := false
+	for _, cost := range order {
+		idx := groups[cost]
+		switch {
+		case len(short) > 0:
+			if idx = short[cost]; idx == nil {
+				continue // its peeked state stands
+			}
+		case denied:
+			cost = 0
+		}
+		if degraded, err := run(idx, cost); degraded || err != nil {
+			return err
+		}
+		denied = denied || !part.Allowed
+	}
+	d.Conclude(src)
+	return nil
+}
