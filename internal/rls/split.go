@@ -107,15 +107,16 @@ func checkChunks(ctx context.Context, lim sluice.Limiter, c sluice.Check, order 
 
 // checkGroups decides c, whose hits ask for different costs (costs[i] is
 // hit i's: descriptors with different hits_addend), as one check per cost,
-// all or nothing wherever the store's state allows it. A peek of every
-// group first (cost 0, nothing recorded) finds the enforced hits short of
-// their cost. When some are, the request is denied and records nothing:
-// each group's short hits are checked with its cost (a check that is
-// denied records nothing) and every other hit reports its peeked state.
-// Otherwise each group is checked in turn with its cost (checkAll); should
-// one be denied because usage changed since the peek, the later groups
-// only peek and the earlier ones keep their cost, as split checks do.
-// In shadow mode (c.Shadow) nothing denies: each group is checked once.
+// all or nothing wherever the store's state allows it, as checkAll decides
+// a split check. A peek of every group first (cost 0, nothing recorded)
+// finds the enforced hits short of their cost. They are checked first,
+// with their group's cost, in checks of short hits only, which are denied
+// and record nothing; then the other hits of each group, with its cost,
+// or, once a check was denied, as a peek. So a request that one hit
+// denies records nothing. Only when usage changes between the peek and the
+// checks (another request took the room) can a group be recorded on a
+// request another denies; those counters then keep it. In shadow mode
+// (c.Shadow) nothing denies: each group is checked once.
 func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs []int64, d *sluice.Decision) error {
 	var order []int64 // the costs, in the order of their first hit
 	groups := map[int64][]int{}
@@ -129,7 +130,7 @@ func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs 
 	src := sluice.Undecided
 	var part sluice.Decision
 	// run checks the hits idx of c at cost into d.Hits; degraded reports a
-	// decision made without hit results (a failure policy), then in d.
+	// decision made without hit results (by a failure policy), then in d.
 	run := func(idx []int, cost int64) (degraded bool, err error) {
 		sub := sluice.Check{Cost: cost, Shadow: c.Shadow, Group: c.Group, Hits: make([]sluice.Hit, 0, len(idx))}
 		for _, i := range idx {
@@ -148,7 +149,7 @@ func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs 
 		src = max(src, part.Source)
 		return false, nil
 	}
-	short := map[int64][]int{}
+	isShort := make([]bool, len(c.Hits))
 	for _, cost := range order {
 		if c.Shadow {
 			break
@@ -157,26 +158,29 @@ func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs 
 			return err
 		}
 		for _, i := range groups[cost] {
-			if h := d.Hits[i]; !h.Shadow && h.Remaining < cost {
-				short[cost] = append(short[cost], i)
-			}
+			isShort[i] = !d.Hits[i].Shadow && d.Hits[i].Remaining < cost
 		}
 	}
 	denied := false
-	for _, cost := range order {
-		idx := groups[cost]
-		switch {
-		case len(short) > 0:
-			if idx = short[cost]; idx == nil {
-				continue // its peeked state stands
+	for _, short := range []bool{true, false} {
+		for _, cost := range order {
+			var idx []int
+			for _, i := range groups[cost] {
+				if isShort[i] == short {
+					idx = append(idx, i)
+				}
 			}
-		case denied:
-			cost = 0
+			if len(idx) == 0 {
+				continue
+			}
+			if denied && !short {
+				cost = 0
+			}
+			if degraded, err := run(idx, cost); degraded || err != nil {
+				return err
+			}
+			denied = denied || !part.Allowed
 		}
-		if degraded, err := run(idx, cost); degraded || err != nil {
-			return err
-		}
-		denied = denied || !part.Allowed
 	}
 	d.Conclude(src)
 	return nil
