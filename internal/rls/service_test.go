@@ -3,6 +3,7 @@ package rls_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -382,5 +383,33 @@ func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 	}
 	if got := r.askN(4, "api", override(5)); got != 3 {
 		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded once each)", got)
+	}
+}
+
+// TestDifferentAddendsSplit: an addend group with more hits than one sluice
+// check takes is itself split (checkAll), and every descriptor is charged
+// its own addend.
+func TestDifferentAddendsSplit(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	var descs []*pbDesc
+	for i := range 18 {
+		descs = append(descs, withAddend(desc("tenant", fmt.Sprint("t", i)), 1))
+	}
+	descs = append(descs, withAddend(desc("tenant", "x"), 2))
+	if resp := r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: descs}); resp.OverallCode != codeOK {
+		t.Fatalf("19 descriptors, addends 1 and 2: %v, want OK", resp)
+	}
+	for i, d := range descs {
+		descs[i] = withAddend(d, 0)
+	}
+	resp := r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: descs})
+	for i, st := range resp.Statuses {
+		want := uint32(99)
+		if i == 18 {
+			want = 98
+		}
+		if st.LimitRemaining != want {
+			t.Errorf("descriptor %d: remaining %d, want %d", i, st.LimitRemaining, want)
+		}
 	}
 }
