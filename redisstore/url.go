@@ -41,15 +41,16 @@ var schemes = map[string]struct {
 func parseURL(raw string) (connURL, error) {
 	u, err := parseURLParts(raw)
 	if err != nil {
-		return connURL{}, fmt.Errorf("%w: redis URL %q: %v (want redis://[user:password@]host:port[/db], rediss://..., redis-sentinel://host:port,.../master[/db] or redis-cluster://host:port,...)",
-			sluice.ErrInvalid, redact(raw), err)
+		return connURL{}, &sluice.InvalidError{Field: fmt.Sprintf("redis URL %q", redact(raw)),
+			Reason: err.Error() + " (want redis://[user:password@]host:port[/db], rediss://..., redis-sentinel://host:port,.../master[/db] or redis-cluster://host:port,...)"}
 	}
 	return u, nil
 }
 
 // CheckURL reports whether New would accept raw as Options.URL, without
 // connecting: it is how a configuration is validated before a server
-// starts. The error wraps sluice.ErrInvalid and hides the password.
+// starts. The error is a *sluice.InvalidError (it wraps sluice.ErrInvalid)
+// and hides the password.
 func CheckURL(raw string) error {
 	_, err := parseURL(raw)
 	return err

@@ -87,7 +87,7 @@ type Store struct {
 	Password string
 	// Prefix is prepended to every Redis key. Default: "sluice:".
 	Prefix string
-	// Timeout bounds every store call. Default: 50ms.
+	// Timeout bounds every store call. Default: DefaultStoreTimeout (50ms).
 	Timeout time.Duration
 	// MaxKeys bounds the keys a memory store tracks. Default: 0, the memory
 	// store's own default.
@@ -96,8 +96,10 @@ type Store struct {
 
 // Defaults of the Store section.
 const (
-	DefaultStorePrefix  = "sluice:"
-	DefaultStoreTimeout = 50 * time.Millisecond
+	DefaultStorePrefix = "sluice:"
+	// DefaultStoreTimeout is sluice.DefaultTimeout: one default bound on a
+	// store call for the library and the server.
+	DefaultStoreTimeout = sluice.DefaultTimeout
 )
 
 // LogFormat is the encoding of log records.

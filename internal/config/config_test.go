@@ -498,3 +498,66 @@ func TestTop(t *testing.T) {
 		t.Errorf("enabled: false: %+v, %v", c.Top, err)
 	}
 }
+
+// TestProblemTextExact holds issue 16, item 6: an error from package sluice
+// or redisstore becomes a problem's text through the typed
+// *sluice.InvalidError (its Where, Field and Reason), never by cutting its
+// prefix out: the whole message, exactly, names the input once.
+func TestProblemTextExact(t *testing.T) {
+	const zone = "zones:\n  - name: a\n    limits: 1r/s\n"
+	for _, tt := range []struct {
+		name, yaml, want string
+	}{
+		{"limit", "zones:\n  - name: a\n    limits: [1r/1500ns]\n",
+			`c.yaml:3: zones[0].limits[0]: limit "1r/1500ns": window must be a whole number of microseconds, got 1.5µs (want <rate>r/<period>, such as 100r/s, 10r/m or 20r/30s)`},
+		{"limits element", "zones:\n  - name: a\n    limits: 1r/s, 0r/m\n",
+			`c.yaml:3: zones[0].limits: limits "1r/s, 0r/m": element 2: limit " 0r/m": rate must be > 0 (want <rate>r/<period>, such as 100r/s, 10r/m or 20r/30s)`},
+		{"algorithm", zone + "    algorithm: leaky\n",
+			`c.yaml:4: zones[0].algorithm: unknown algorithm "leaky" (want one of sliding-window, buckets, log, decay, gcra)`},
+		{"redis url", zone + "store: {url: 'redis://u:hunter2@x:1?frob=1'}\n",
+			`c.yaml:4: store.url: redis URL "redis://u:xxxxx@x:1?frob=1": unknown parameter "frob" (known: sentinel_username, sentinel_password) (want redis://[user:password@]host:port[/db], rediss://..., redis-sentinel://host:port,.../master[/db] or redis-cluster://host:port,...)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSameStateAsLibrary holds issue 16, item 3: a zone refuses two limits
+// as sharing their counters exactly when the library (sluice.Check.Validate,
+// through internal/ident) calls two hits of them one state.
+func TestSameStateAsLibrary(t *testing.T) {
+	specs := []string{
+		"{spec: 60r/m}", "{spec: 30r/m}", "{spec: 60r/h}", "{spec: 60r/m, algorithm: log}",
+		"{spec: 60r/m, algorithm: buckets}", "{spec: 60r/m, algorithm: buckets, resolution: 6s}",
+		"{spec: 60r/m, algorithm: buckets, resolution: 10s}", "{spec: 60r/m, algorithm: gcra}",
+		"{spec: 60r/m, algorithm: decay}", "{spec: 60r/60s, algorithm: sliding-window}",
+	}
+	for i, a := range specs {
+		for _, b := range specs[i+1:] {
+			c, err := Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+a+"]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			la := c.Zones[0].Limits[0]
+			c, err = Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+b+"]\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb := c.Zones[0].Limits[0]
+			err = sluice.Check{Cost: 1, Hits: []sluice.Hit{{Zone: "z", Key: "k", Limit: la}, {Zone: "z", Key: "k", Limit: lb}}}.Validate()
+			library := err != nil && strings.Contains(err.Error(), "share state")
+			_, err = Parse("c.yaml", []byte("zones:\n  - name: z\n    limits: ["+a+", "+b+"]\n"))
+			cfg := err != nil && strings.Contains(err.Error(), "would share its counters")
+			if cfg != library {
+				t.Errorf("%s and %s: config refuses them as one state: %v, the library: %v", a, b, cfg, library)
+			}
+		}
+	}
+}

@@ -93,8 +93,12 @@ func (l *errorList) err() error {
 	return errors.Join(errs...)
 }
 
-// problem turns an error from package sluice into the text of an Error,
-// without the package's generic prefix.
+// problem turns an error from package sluice into the text of an Error:
+// an *sluice.InvalidError's Detail (the input at fault and why, without the
+// package's generic prefix), any other error's own text.
 func problem(err error) string {
-	return strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": ")
+	if ie, ok := errors.AsType[*sluice.InvalidError](err); ok {
+		return ie.Detail(true)
+	}
+	return err.Error()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ident"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -241,6 +242,13 @@ func checkZoneName(name string) error {
 	return nil
 }
 
+// stateOf is the part of l's identity that names its state, as every
+// store and layer reads it (internal/ident): two limits of a zone with the
+// same one would share their counters.
+func stateOf(l sluice.Limit) ident.Limit {
+	return ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())
+}
+
 func (w *walker) validateZone(z *Zone, path string) {
 	lp := path + ".limits"
 	switch {
@@ -254,7 +262,7 @@ func (w *walker) validateZone(z *Zone, path string) {
 	for i, l := range z.Limits {
 		for j, o := range z.Limits[:i] {
 			switch {
-			case l.Algo() == o.Algo() && l.Window == o.Window && l.Bucket() == o.Bucket():
+			case stateOf(l) == stateOf(o):
 				w.add(w.line(lp), index(lp, i), "limit %q would share its counters with limits[%d] (same algorithm and window)", l.Label(), j)
 			case l.Label() == o.Label():
 				w.add(w.line(lp), index(lp, i), "label %q is also used by limits[%d]; give one a name", l.Label(), j)

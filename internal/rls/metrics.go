@@ -27,6 +27,7 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	descriptors *prometheus.CounterVec
 	degradedVec *prometheus.CounterVec
+	badStateVec *prometheus.CounterVec
 	overflow    *prometheus.CounterVec
 	oversized   *prometheus.CounterVec
 
@@ -50,6 +51,10 @@ func newMetrics() *metrics {
 			Name: "sluice_rls_degraded_decisions_total",
 			Help: "ShouldRateLimit checks decided without the store because it failed, by domain and source (fail-open, fail-closed, fallback).",
 		}, []string{"domain", "source"}),
+		badStateVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_rls_bad_state_checks_total",
+			Help: "ShouldRateLimit checks that failed on bad stored state (data that is not sluice's under one of their keys) and were decided by the failure policy, by domain and source (fail-open, fail-closed, fallback). The store was healthy: not counted as degraded or by the breaker.",
+		}, []string{"domain", "source"}),
 		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_rls_metric_values_overflow_total",
 			Help: "Descriptors counted under their rule's configured path, without their value's digest, because detailed_metric and value_to_metric labels had reached their bound (rls.MaxMetricValues), by domain.",
@@ -63,7 +68,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	return errors.Join(r.Register(m.requests), r.Register(m.descriptors), r.Register(m.degradedVec), r.Register(m.overflow), r.Register(m.oversized))
+	return errors.Join(r.Register(m.requests), r.Register(m.descriptors), r.Register(m.degradedVec), r.Register(m.badStateVec), r.Register(m.overflow), r.Register(m.oversized))
 }
 
 func (m *metrics) request(d *Domain, resp *pb.RateLimitResponse, err error) {
@@ -113,4 +118,10 @@ func (m *metrics) rule(domain string, mt *match) string {
 
 func (m *metrics) degraded(domain, source string) {
 	m.degradedVec.WithLabelValues(domain, source).Inc()
+}
+
+// badState counts a check that failed on bad stored state, decided by the
+// failure policy from source.
+func (m *metrics) badState(domain, source string) {
+	m.badStateVec.WithLabelValues(domain, source).Inc()
 }

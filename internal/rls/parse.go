@@ -162,7 +162,7 @@ func parseFile(file string, data []byte) (*parsedDomain, error) {
 		"algorithm": func(v *yaml.Node, path string) {
 			a, err := sluice.ParseAlgorithm(p.str(v, path))
 			if err != nil {
-				p.add(v, path, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
+				p.add(v, path, "%s", reason(err))
 			}
 			d.Algorithm = a
 		},
@@ -324,7 +324,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 	l.current = &pb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.perUnit, Unit: pbUnits[l.unit]}
 	if ok && l.perUnit > 0 {
 		if err := l.sl.Validate(); err != nil {
-			p.add(n, path, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalid.Error()+": "))
+			p.add(n, path, "%s", reason(err))
 		}
 	}
 	return l
@@ -471,4 +471,14 @@ func yamlError(err error) (line int, msg string) {
 		msg += " (" + le.ContextMsg + ")"
 	}
 	return le.Mark.Line, msg
+}
+
+// reason is the text of a problem for an error from package sluice: an
+// *sluice.InvalidError's Detail (the input at fault and why, without the
+// package's generic prefix), any other error's own text.
+func reason(err error) string {
+	if ie, ok := errors.AsType[*sluice.InvalidError](err); ok {
+		return ie.Detail(true)
+	}
+	return err.Error()
 }

@@ -75,3 +75,25 @@ func FuzzParse(f *testing.F) {
 		rls.Parse(map[string][]byte{"f.yaml": data}) // must not panic
 	})
 }
+
+// TestParseProblemTextExact holds issue 16, item 6: a problem from package
+// sluice is printed through the typed *sluice.InvalidError, exactly, with
+// no prefix cut out of its text.
+func TestParseProblemTextExact(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"algorithm", "domain: d\nalgorithm: leaky\n",
+			`f.yaml:2: algorithm: unknown algorithm "leaky" (want one of sliding-window, buckets, log, decay, gcra)`},
+		{"limit", "domain: d\nalgorithm: log\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 20000}\n",
+			`f.yaml:5: descriptors[0].rate_limit: limit "20000r/s": a log limit's rate must be <= 10000, got 20000 (use an estimating algorithm for higher rates)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(tc.text)})
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpfields"
 	"github.com/sluicehq/sluice/internal/ident"
@@ -29,6 +30,12 @@ type Options struct {
 	// Limiter returns the limiter that decides the checks of a domain with
 	// the given failure policy. Required.
 	Limiter func(config.FailurePolicy) sluice.Limiter
+	// BadState decides, by the domain's failure policy, a check that
+	// failed with sluice.ErrBadState (data that is not sluice's under one
+	// of its keys: the store is healthy, this check alone could not be
+	// decided), writing the decision to d. Default: such a check is
+	// denied, as under the closed policy.
+	BadState func(ctx context.Context, policy config.FailurePolicy, c sluice.Check, d *sluice.Decision, err error) error
 	// Logger receives the service's logs. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the service's metrics. Default: none.
@@ -99,7 +106,8 @@ const (
 )
 
 // ShouldRateLimit decides req: one all-or-nothing sluice check of every
-// descriptor that a limit applies to. It returns a gRPC status error for a
+// descriptor that a limit applies to (one per hits_addend when they differ:
+// checkGroups). It returns a gRPC status error for a
 // malformed request (InvalidArgument) or when the store could not decide
 // and the domain's failure policy did not absorb it (Unavailable).
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
@@ -127,13 +135,19 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if n := limited(descs); n > MaxLimitedDescriptors {
 		return s.oversized(dom, descs, n), dom, nil
 	}
-	c, blocked, err := dom.check(descs, s.opts.Shadow)
-	if err != nil {
-		return nil, dom, err
-	}
+	c, costs, blocked := dom.check(descs, s.opts.Shadow)
 	var d sluice.Decision
 	if len(c.Hits) > 0 {
-		err := checkAll(ctx, s.opts.Limiter(dom.Failure), c, &d)
+		var err error
+		if costs != nil {
+			err = checkGroups(ctx, s.opts.Limiter(dom.Failure), c, costs, &d)
+		} else {
+			err = checkAll(ctx, s.opts.Limiter(dom.Failure), c, &d)
+		}
+		bad := errors.Is(err, sluice.ErrBadState)
+		if bad {
+			err = s.settle(ctx, dom.Failure, c, &d, err)
+		}
 		switch {
 		case errors.Is(err, sluice.ErrInvalid):
 			return nil, dom, status.Error(codes.InvalidArgument, err.Error())
@@ -143,12 +157,25 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 			s.log.Warn("could not decide", "domain", dom.Name, "err", err)
 			return nil, dom, status.Errorf(codes.Unavailable, "rls: the store could not decide: %v", err)
 		}
-		if d.Source.Degraded() {
+		switch {
+		case bad:
+			s.metrics.badState(dom.Name, d.Source.String())
+		case d.Source.Degraded():
 			s.metrics.degraded(dom.Name, d.Source.String())
 		}
 	}
 	resp := s.respond(dom, descs, c, &d, blocked)
 	return resp, dom, nil
+}
+
+// settle decides a check that failed with sluice.ErrBadState by policy,
+// with Options.BadState (denied when it is nil).
+func (s *Service) settle(ctx context.Context, policy config.FailurePolicy, c sluice.Check, d *sluice.Decision, err error) error {
+	if s.opts.BadState != nil {
+		return s.opts.BadState(ctx, policy, c, d, err)
+	}
+	d.Degrade(sluice.FromFailClosed, false, edge.FailClosedRetryAfter)
+	return nil
 }
 
 // plan matches every descriptor of req (or takes its limit override),
@@ -243,13 +270,15 @@ func (s *Service) oversized(dom *Domain, descs []descriptor, n int) *pb.RateLimi
 const oversizedLogInterval = 10 * time.Second
 
 // check builds the sluice check of the descriptors in the checked state
-// (any number of hits: checkAll splits it). A non-shadow impossible descriptor blocks the request: the check
-// becomes a peek (cost 0), so that the others report their state and
-// nothing is recorded. Descriptors that select the same counter (the same
-// state: internal/ident) share a hit, under the stricter of their limits.
-// Recording descriptors must agree on one cost.
-func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked bool, err error) {
-	cost, costFrom := int64(-1), -1
+// (any number of hits: checkAll splits it). A non-shadow impossible
+// descriptor blocks the request: the check becomes a peek (cost 0), so that
+// the others report their state and nothing is recorded. Descriptors that
+// select the same counter (the same state: internal/ident) and ask for the
+// same cost share a hit, under the stricter of their limits. costs is nil
+// when every hit has c.Cost; otherwise (descriptors with different
+// hits_addend) it is each hit's cost, for checkGroups.
+func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, costs []int64, blocked bool) {
+	uniform := true
 	for i := range descs {
 		dd := &descs[i]
 		if dd.state == impossible && !dd.lim.sl.Shadow && !shadow {
@@ -258,30 +287,32 @@ func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, blocked
 		if dd.state != checked {
 			continue
 		}
-		if cost >= 0 && dd.cost != cost {
-			return c, false, status.Errorf(codes.InvalidArgument,
-				"descriptors %d and %d have hits_addend %d and %d: sluice decides a request as one all-or-nothing check with one cost; send them in separate requests",
-				costFrom, i, cost, dd.cost)
-		}
-		cost, costFrom = dd.cost, i
 		hit := sluice.Hit{Zone: "rls/" + d.Name, Key: dd.m.key, Limit: dd.lim.sl}
 		dd.hit = -1
 		for j, h := range c.Hits {
-			if stateOf(h) == stateOf(hit) {
+			if costs[j] == dd.cost && stateOf(h) == stateOf(hit) {
 				dd.hit = j
 				c.Hits[j].Limit = stricter(h.Limit, hit.Limit)
 			}
 		}
 		if dd.hit < 0 {
+			uniform = uniform && (len(costs) == 0 || costs[0] == dd.cost)
 			dd.hit = len(c.Hits)
 			c.Hits = append(c.Hits, hit)
+			costs = append(costs, dd.cost)
 		}
 	}
-	c.Cost, c.Shadow = max(cost, 0), shadow
+	c.Shadow = shadow
+	if len(costs) > 0 {
+		c.Cost = costs[0]
+	}
+	if blocked || uniform {
+		costs = nil
+	}
 	if blocked {
 		c.Cost = 0
 	}
-	return c, blocked, nil
+	return c, costs, blocked
 }
 
 // stateOf is the identity of the state a hit of an rls check names (rls

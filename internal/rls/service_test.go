@@ -3,6 +3,7 @@ package rls_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -60,11 +61,58 @@ func TestHitsAddend(t *testing.T) {
 	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOver || resp.Statuses[1].LimitRemaining != 100 {
 		t.Fatalf("addend 11 over a rate of 10: %v, want OVER_LIMIT and tenant untouched", resp)
 	}
-	// Different addends on limited descriptors: refused, nothing recorded.
-	_, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "api",
-		Descriptors: []*pbDesc{withAddend(desc("user", "cy"), 1), withAddend(desc("tenant", "t"), 2)}})
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "hits_addend") {
-		t.Fatalf("different addends: err %v, want InvalidArgument about hits_addend", err)
+}
+
+// TestDifferentAddends holds issue 16, item 9: limited descriptors that ask
+// for different hits_addend values are decided, one check per addend, all
+// or nothing: before, the request was refused with INVALID_ARGUMENT, which
+// Envoy's default failure_mode_deny: false lets through unlimited.
+func TestDifferentAddends(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	ask := func(descs ...*pbDesc) *pb.RateLimitResponse {
+		t.Helper()
+		return r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: descs})
+	}
+	peek := func(descs ...*pbDesc) []uint32 {
+		t.Helper()
+		for i, d := range descs {
+			descs[i] = withAddend(d, 0)
+		}
+		var out []uint32
+		for _, st := range ask(descs...).Statuses {
+			out = append(out, st.LimitRemaining)
+		}
+		return out
+	}
+	// Each descriptor is charged its own addend.
+	if resp := ask(withAddend(desc("user", "cy"), 1), withAddend(desc("tenant", "t"), 2)); resp.OverallCode != codeOK {
+		t.Fatalf("addends 1 and 2: %v, want OK", resp)
+	}
+	if got := peek(desc("user", "cy"), desc("tenant", "t")); got[0] != 9 || got[1] != 98 {
+		t.Fatalf("after addends 1 and 2: remaining %v, want [9 98]", got)
+	}
+	// One short descriptor denies the request, and nothing is recorded.
+	ask(withAddend(desc("user", "dee"), 9))
+	resp := ask(withAddend(desc("user", "dee"), 2), withAddend(desc("tenant", "u"), 5))
+	if resp.OverallCode != codeOver || resp.Statuses[0].Code != codeOver || resp.Statuses[1].Code != codeOK || resp.Statuses[1].LimitRemaining != 100 {
+		t.Fatalf("user short of 2: %v, want OVER_LIMIT on user and tenant untouched", resp)
+	}
+	if got := peek(desc("user", "dee"), desc("tenant", "u")); got[0] != 1 || got[1] != 100 {
+		t.Fatalf("after the denial: remaining %v, want [1 100]: nothing recorded", got)
+	}
+	if resp := ask(withAddend(desc("user", "dee"), 1), withAddend(desc("tenant", "u"), 5)); resp.OverallCode != codeOK {
+		t.Fatalf("addends that fit: %v, want OK", resp)
+	}
+	if got := peek(desc("user", "dee"), desc("tenant", "u")); got[0] != 0 || got[1] != 95 {
+		t.Fatalf("after addends 1 and 5: remaining %v, want [0 95]", got)
+	}
+	// One counter asked for by two descriptors with different addends
+	// counts both, as two requests would.
+	if resp := ask(withAddend(desc("user", "eve"), 1), withAddend(desc("user", "eve"), 2)); resp.OverallCode != codeOK {
+		t.Fatalf("one counter, addends 1 and 2: %v, want OK", resp)
+	}
+	if got := peek(desc("user", "eve")); got[0] != 7 {
+		t.Fatalf("one counter after addends 1 and 2: remaining %v, want [7]", got)
 	}
 }
 
@@ -335,5 +383,33 @@ func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 	}
 	if got := r.askN(4, "api", override(5)); got != 3 {
 		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded once each)", got)
+	}
+}
+
+// TestDifferentAddendsSplit: an addend group with more hits than one sluice
+// check takes is itself split (checkAll), and every descriptor is charged
+// its own addend.
+func TestDifferentAddendsSplit(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
+	var descs []*pbDesc
+	for i := range 18 {
+		descs = append(descs, withAddend(desc("tenant", fmt.Sprint("t", i)), 1))
+	}
+	descs = append(descs, withAddend(desc("tenant", "x"), 2))
+	if resp := r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: descs}); resp.OverallCode != codeOK {
+		t.Fatalf("19 descriptors, addends 1 and 2: %v, want OK", resp)
+	}
+	for i, d := range descs {
+		descs[i] = withAddend(d, 0)
+	}
+	resp := r.call(&pb.RateLimitRequest{Domain: "api", Descriptors: descs})
+	for i, st := range resp.Statuses {
+		want := uint32(99)
+		if i == 18 {
+			want = 98
+		}
+		if st.LimitRemaining != want {
+			t.Errorf("descriptor %d: remaining %d, want %d", i, st.LimitRemaining, want)
+		}
 	}
 }

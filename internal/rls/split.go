@@ -104,3 +104,84 @@ func checkChunks(ctx context.Context, lim sluice.Limiter, c sluice.Check, order 
 	d.Conclude(src)
 	return nil
 }
+
+// checkGroups decides c, whose hits ask for different costs (costs[i] is
+// hit i's: descriptors with different hits_addend), as one check per cost,
+// all or nothing wherever the store's state allows it, as checkAll decides
+// a split check. A peek of every group first (cost 0, nothing recorded)
+// finds the enforced hits short of their cost. They are checked first,
+// with their group's cost, in checks of short hits only, which are denied
+// and record nothing; then the other hits of each group, with its cost,
+// or, once a check was denied, as a peek. So a request that one hit
+// denies records nothing. Only when usage changes between the peek and the
+// checks (another request took the room) can a group be recorded on a
+// request another denies; those counters then keep it. In shadow mode
+// (c.Shadow) nothing denies: each group is checked once.
+func checkGroups(ctx context.Context, lim sluice.Limiter, c sluice.Check, costs []int64, d *sluice.Decision) error {
+	var order []int64 // the costs, in the order of their first hit
+	groups := map[int64][]int{}
+	for i, cost := range costs {
+		if groups[cost] == nil {
+			order = append(order, cost)
+		}
+		groups[cost] = append(groups[cost], i)
+	}
+	d.Prepare(len(c.Hits))
+	src := sluice.Undecided
+	var part sluice.Decision
+	// run checks the hits idx of c at cost into d.Hits; degraded reports a
+	// decision made without hit results (by a failure policy), then in d.
+	run := func(idx []int, cost int64) (degraded bool, err error) {
+		sub := sluice.Check{Cost: cost, Shadow: c.Shadow, Group: c.Group, Hits: make([]sluice.Hit, 0, len(idx))}
+		for _, i := range idx {
+			sub.Hits = append(sub.Hits, c.Hits[i])
+		}
+		if err := checkAll(ctx, lim, sub, &part); err != nil {
+			return false, err
+		}
+		if len(part.Hits) != len(sub.Hits) {
+			d.Degrade(part.Source, part.Allowed, part.RetryAfter())
+			return true, nil
+		}
+		for j, i := range idx {
+			d.Hits[i] = part.Hits[j]
+		}
+		src = max(src, part.Source)
+		return false, nil
+	}
+	isShort := make([]bool, len(c.Hits))
+	for _, cost := range order {
+		if c.Shadow {
+			break
+		}
+		if degraded, err := run(groups[cost], 0); degraded || err != nil {
+			return err
+		}
+		for _, i := range groups[cost] {
+			isShort[i] = !d.Hits[i].Shadow && d.Hits[i].Remaining < cost
+		}
+	}
+	denied := false
+	for _, short := range []bool{true, false} {
+		for _, cost := range order {
+			var idx []int
+			for _, i := range groups[cost] {
+				if isShort[i] == short {
+					idx = append(idx, i)
+				}
+			}
+			if len(idx) == 0 {
+				continue
+			}
+			if denied && !short {
+				cost = 0
+			}
+			if degraded, err := run(idx, cost); degraded || err != nil {
+				return err
+			}
+			denied = denied || !part.Allowed
+		}
+	}
+	d.Conclude(src)
+	return nil
+}

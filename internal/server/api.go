@@ -159,7 +159,11 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	b.d.Prepare(len(b.c.Hits))
 	err = z.limiter.Check(r.Context(), b.c, &b.d)
-	s.metrics.observe(z.self, &b.d, err)
+	bad := errors.Is(err, sluice.ErrBadState)
+	if bad {
+		err = s.backend.settle(r.Context(), z.cfg.Failure, b.c, &b.d, err)
+	}
+	s.metrics.observe(z.self, &b.d, err, bad)
 	s.observeTop(b.c, &b.d, err)
 	if err != nil {
 		s.writeProblem(w, r, err)

@@ -7,11 +7,13 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // decide checks r against zones, all or nothing: one hit per limit of
 // every zone, each zone keyed by its own key function. The outcome is in
-// b.d. An error wrapping httplimit.ErrNoKey means the request carries no
+// b.d. A check that fails on bad stored state is decided by the zones'
+// strictest failure policy (see backend.settle). An error wrapping httplimit.ErrNoKey means the request carries no
 // key for some zone.
 func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sluice.Limiter, b *checkBuf) error {
 	for _, z := range zones {
@@ -24,7 +26,15 @@ func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sl
 	b.c.Cost, b.c.Group = 1, group
 	b.d.Prepare(len(b.c.Hits))
 	err := limiter.Check(r.Context(), b.c, &b.d)
-	s.metrics.observe(zones, &b.d, err)
+	bad := errors.Is(err, sluice.ErrBadState)
+	if bad {
+		policies := make([]config.FailurePolicy, len(zones))
+		for i, z := range zones {
+			policies[i] = z.cfg.Failure
+		}
+		err = s.backend.settle(r.Context(), strictest(policies...), b.c, &b.d, err)
+	}
+	s.metrics.observe(zones, &b.d, err, bad)
 	s.observeTop(b.c, &b.d, err)
 	return err
 }

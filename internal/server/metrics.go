@@ -16,6 +16,7 @@ type metrics struct {
 	reg           *prometheus.Registry
 	checks        *prometheus.CounterVec
 	degraded      *prometheus.CounterVec
+	badState      *prometheus.CounterVec
 	storeDuration *prometheus.HistogramVec
 	reloads       *prometheus.CounterVec
 	proxyErrors   prometheus.Counter
@@ -32,6 +33,10 @@ func newMetrics() *metrics {
 			Name: "sluice_degraded_decisions_total",
 			Help: "Checks decided without the store because it failed, by zone and source (fail-open, fail-closed, fallback).",
 		}, []string{"zone", "source"}),
+		badState: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_bad_state_checks_total",
+			Help: "Checks that failed on bad stored state (data that is not sluice's under one of their keys) and were decided by the failure policy, by zone and source (fail-open, fail-closed, fallback). The store was healthy: not counted in sluice_degraded_decisions_total or by the breaker.",
+		}, []string{"zone", "source"}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_store_duration_seconds",
 			Help:    "Latency of store calls, by operation (check, reset), errors included.",
@@ -46,7 +51,7 @@ func newMetrics() *metrics {
 			Help: "Proxied requests that got no response from their upstream (answered 502).",
 		}),
 	}
-	m.reg.MustRegister(m.checks, m.degraded, m.storeDuration, m.reloads, m.proxyErrors,
+	m.reg.MustRegister(m.checks, m.degraded, m.badState, m.storeDuration, m.reloads, m.proxyErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reloads.WithLabelValues("ok")
 	m.reloads.WithLabelValues("failed")
@@ -78,12 +83,19 @@ func (m *metrics) zoneCounters(zone string) [len(checkResults)]prometheus.Counte
 	return cs
 }
 
-// observe counts one decision (or error) of a check over zones.
-func (m *metrics) observe(zones []*zone, d *sluice.Decision, err error) {
+// observe counts one decision (or error) of a check over zones. bad says
+// the check failed on bad stored state and d is the failure policy's
+// decision (backend.settle): it counts in sluice_bad_state_checks_total,
+// not as a decision without the store because the store failed.
+func (m *metrics) observe(zones []*zone, d *sluice.Decision, err error, bad bool) {
 	result := checkResult(d, err)
 	for _, z := range zones {
 		z.counters[result].Inc()
-		if err == nil && d.Source.Degraded() {
+		switch {
+		case err != nil || !d.Source.Degraded():
+		case bad:
+			m.badState.WithLabelValues(z.cfg.Name, d.Source.String()).Inc()
+		default:
 			m.degraded.WithLabelValues(z.cfg.Name, d.Source.String()).Inc()
 		}
 	}

@@ -29,6 +29,7 @@ func (s *Server) openRLS(cfg *config.Config) error {
 	}
 	svc, err := rls.New(rules, rls.Options{
 		Limiter:         s.rlsLimiters(),
+		BadState:        s.backend.settle,
 		Logger:          s.log,
 		Registerer:      s.metrics.reg,
 		ResponseHeaders: cfg.RLS.ResponseHeaders,

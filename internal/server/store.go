@@ -78,6 +78,10 @@ type backend struct {
 	remote   bool
 	breaker  *edge.Breaker
 	policies map[config.FailurePolicy]*policyChain
+	// fallback decides, under the local policy, the checks of a remote
+	// store that fails (in the local Guard) and the checks that fail on
+	// bad stored state (settle); nil for a memory store.
+	fallback *memstore.Store
 	log      *slog.Logger
 
 	// asyncs are the edge.Async limiters of async zones, one per failure
@@ -116,12 +120,15 @@ func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if b.fallback, err = memstore.New(memstore.Options{MaxKeys: edge.DefaultFallbackMaxKeys}); err != nil {
+		return nil, fmt.Errorf("server: fallback: %w", err)
+	}
 	for _, p := range []config.FailurePolicy{config.FailOpen, config.FailClosed, config.FailLocal} {
 		policy, err := edge.ParsePolicy(string(p))
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		g, err := edge.NewGuard(timed, edge.GuardOptions{Policy: policy, Timeout: cfg.Timeout, Breaker: b.breaker, Name: "policy " + string(p), Logger: log})
+		g, err := edge.NewGuard(timed, edge.GuardOptions{Policy: policy, Timeout: cfg.Timeout, Breaker: b.breaker, Fallback: b.fallback, Name: "policy " + string(p), Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("server: failure policy %s: %w", p, err)
 		}
@@ -155,13 +162,7 @@ func (b *backend) forget(c sluice.Check) {
 }
 
 func (b *backend) limiter(policies ...config.FailurePolicy) sluice.Limiter {
-	strictest := config.FailOpen
-	for _, p := range policies {
-		if strictness[p] > strictness[strictest] {
-			strictest = p
-		}
-	}
-	return b.policies[strictest].limiter
+	return b.policies[strictest(policies...)].limiter
 }
 
 // zoneLimiter returns the limiter of a zone's own checks: its policy's
