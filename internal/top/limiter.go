@@ -2,7 +2,6 @@ package top
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +18,10 @@ const MaxTrackers = 256
 // Set holds one Tracker per zone name (a Hit's Zone). It is safe for
 // concurrent use; looking a tracker up takes no lock.
 type Set struct {
-	opts  Options
+	opts Options
+	// below is the sampling threshold: an allowed check is observed when
+	// a 32-bit random number is below it, with probability 1/Sample.
+	below uint64
 	clock atomic.Int64
 	mu    sync.Mutex // serializes changes of m
 	m     atomic.Pointer[map[string]*Tracker]
@@ -32,7 +34,7 @@ func NewSet(opts Options) (*Set, error) {
 		return nil, err
 	}
 	opts.defaults()
-	s := &Set{opts: opts}
+	s := &Set{opts: opts, below: (1<<32 + uint64(opts.Sample) - 1) / uint64(opts.Sample)}
 	s.m.Store(&map[string]*Tracker{})
 	return s, nil
 }
@@ -151,7 +153,7 @@ var _ sluice.Limiter = (*Limiter)(nil)
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	err := l.Next.Check(ctx, c, d)
 	if err == nil {
-		l.Set.observe(c, d, l.AddPrefix)
+		l.Set.observe(&c, d, l.AddPrefix)
 	}
 	return err
 }
@@ -180,46 +182,68 @@ func (s *Set) Forget(c sluice.Check) {
 // Observe reports the decision d of c (not an error: nothing was
 // decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
 // observed. It does not allocate.
-func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(c, d, "") }
+func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(&c, d, "") }
 
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
-// one in Options.Sample of the other allowed checks, drawn before the
-// tracker is even looked up. A zone without a tracker whose name starts
-// with add (if not empty) gets one.
-func (s *Set) observe(c sluice.Check, d *sluice.Decision, add string) {
+// one in Options.Sample of the other allowed checks, drawn at random.
+// A zone without a tracker whose name starts with add (if not empty)
+// gets one.
+//
+// Most checks are one allowed hit below Near and not drawn: that case is
+// decided first, from the decision alone, with nothing shared written.
+func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
 	if c.Cost <= 0 {
 		return
 	}
-	opts := &s.opts
+	if len(c.Hits) == 1 && len(d.Hits) == 1 && d.Allowed && d.Hits[0].Allowed {
+		h, used := &c.Hits[0], d.Hits[0].Used
+		if rate := float64(h.Limit.Rate); rate <= 0 || used < s.opts.Near*rate {
+			if uint64(cheaprand()) >= s.below {
+				return
+			}
+			usage := 0.0
+			if rate > 0 {
+				usage = used / rate
+			}
+			s.record(h, Allowed, c.Cost, usage, int64(s.opts.Sample), add)
+			return
+		}
+	}
 	for i := 0; i < len(c.Hits); {
-		h := c.Hits[i]
+		h := &c.Hits[i]
 		j := i + 1
 		for j < len(c.Hits) && c.Hits[j].Zone == h.Zone && c.Hits[j].Key == h.Key {
 			j++
 		}
 		r, usage := result(c, d, i, j)
 		scale := int64(1)
-		if r == Allowed && usage < opts.Near && opts.Sample > 1 {
-			if rand.Uint32N(uint32(opts.Sample)) != 0 {
+		if r == Allowed && usage < s.opts.Near {
+			if uint64(cheaprand()) >= s.below {
 				i = j
 				continue
 			}
-			scale = int64(opts.Sample)
+			scale = int64(s.opts.Sample)
 		}
-		t := s.Tracker(h.Zone)
-		if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
-			t = s.Add(h.Zone)
-		}
-		if t != nil {
-			t.observe(h.Key, r, c.Cost, usage, scale)
-		}
+		s.record(h, r, c.Cost, usage, scale, add)
 		i = j
 	}
 }
 
+// record reports one key's result to its zone's tracker, adding one if
+// the zone starts with add.
+func (s *Set) record(h *sluice.Hit, r Result, cost int64, usage float64, scale int64, add string) {
+	t := s.Tracker(h.Zone)
+	if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
+		t = s.Add(h.Zone)
+	}
+	if t != nil {
+		t.observe(h.Key, r, cost, usage, scale)
+	}
+}
+
 // result is what d means for hits [i, j) of c, and their highest usage.
-func result(c sluice.Check, d *sluice.Decision, i, j int) (Result, float64) {
+func result(c *sluice.Check, d *sluice.Decision, i, j int) (Result, float64) {
 	if len(d.Hits) != len(c.Hits) { // decided without the limiters' state
 		if d.Allowed {
 			return Allowed, 0
