@@ -152,10 +152,15 @@ var _ sluice.Limiter = (*Limiter)(nil)
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	err := l.Next.Check(ctx, c, d)
-	if err == nil {
-		l.Set.observe(&c, d, l.AddPrefix)
+	if err != nil {
+		return err
 	}
-	return err
+	if common, drawn := l.Set.common(&c, d); !common {
+		l.Set.observe(&c, d, l.AddPrefix)
+	} else if drawn {
+		l.Set.sampled(&c, d, l.AddPrefix)
+	}
+	return nil
 }
 
 // Reset resets c with Next, then removes its keys from the lists.
@@ -182,33 +187,48 @@ func (s *Set) Forget(c sluice.Check) {
 // Observe reports the decision d of c (not an error: nothing was
 // decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
 // observed. It does not allocate.
-func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(&c, d, "") }
+func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
+	if common, drawn := s.common(&c, d); !common {
+		s.observe(&c, d, "")
+	} else if drawn {
+		s.sampled(&c, d, "")
+	}
+}
+
+// common reports whether c is a peek or the common check, one allowed
+// hit below Near, decided from the decision alone with nothing shared
+// written, small enough to be inlined in Check; and if so whether it is
+// drawn to be observed (sampled), with probability 1/Options.Sample.
+func (s *Set) common(c *sluice.Check, d *sluice.Decision) (common, drawn bool) {
+	if c.Cost <= 0 {
+		return true, false
+	}
+	if len(c.Hits) != 1 || len(d.Hits) != 1 {
+		return false, false
+	}
+	hr := &d.Hits[0]
+	// Used < Near × Rate is false for a Rate of 0 (an invalid hit).
+	if !d.Allowed || !hr.Allowed || !(hr.Used < s.opts.Near*float64(c.Hits[0].Limit.Rate)) {
+		return false, false
+	}
+	return true, uint64(cheaprand()) < s.below
+}
+
+// sampled observes the common check c (see common), drawn to stand for
+// Options.Sample checks.
+func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string) {
+	h := &c.Hits[0]
+	s.record(h, Allowed, c.Cost, d.Hits[0].Used/float64(h.Limit.Rate), int64(s.opts.Sample), add)
+}
 
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
 // one in Options.Sample of the other allowed checks, drawn at random.
 // A zone without a tracker whose name starts with add (if not empty)
 // gets one.
-//
-// Most checks are one allowed hit below Near and not drawn: that case is
-// decided first, from the decision alone, with nothing shared written.
 func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
 	if c.Cost <= 0 {
 		return
-	}
-	if len(c.Hits) == 1 && len(d.Hits) == 1 && d.Allowed && d.Hits[0].Allowed {
-		h, used := &c.Hits[0], d.Hits[0].Used
-		if rate := float64(h.Limit.Rate); rate <= 0 || used < s.opts.Near*rate {
-			if uint64(cheaprand()) >= s.below {
-				return
-			}
-			usage := 0.0
-			if rate > 0 {
-				usage = used / rate
-			}
-			s.record(h, Allowed, c.Cost, usage, int64(s.opts.Sample), add)
-			return
-		}
 	}
 	for i := 0; i < len(c.Hits); {
 		h := &c.Hits[i]
