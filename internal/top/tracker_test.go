@@ -306,6 +306,11 @@ func TestSampledAccuracy(t *testing.T) {
 		set.Observe(c, &d)
 	}
 	snap := set.Tracker("api").Snapshot(10)
+	// One check in 32 drawn, each standing for 32: the total is n within
+	// 5 standard deviations of the draw.
+	if diff, tol := math.Abs(float64(snap.AdmittedTotal-n)), 5*math.Sqrt(32*n); diff > tol {
+		t.Errorf("sampled total %d, want %d within %.0f", snap.AdmittedTotal, n, tol)
+	}
 	bound := float64(snap.AdmittedTotal) / float64(snap.Capacity)
 	keys := slices.SortedFunc(func(yield func(string) bool) {
 		for k := range exact {
