@@ -20,7 +20,7 @@ const MaxTrackers = 256
 type Set struct {
 	opts Options
 	// below is the sampling threshold: an allowed check is observed when
-	// a 32-bit random number is below it, with probability 1/Sample.
+	// a 32-bit random number is below it, ⌈2^32/Sample⌉.
 	below uint64
 	clock atomic.Int64
 	mu    sync.Mutex // serializes changes of m
@@ -197,8 +197,8 @@ func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
 
 // common reports whether c is a peek or the common check, one allowed
 // hit below Near, decided from the decision alone with nothing shared
-// written, small enough to be inlined in Check; and if so whether it is
-// drawn to be observed (sampled), with probability 1/Options.Sample.
+// written; and if so whether it is drawn to be observed (sampled), with
+// probability 1/Options.Sample (within 2^-32).
 func (s *Set) common(c *sluice.Check, d *sluice.Decision) (common, drawn bool) {
 	if c.Cost <= 0 {
 		return true, false

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/maphash"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -180,7 +181,7 @@ func New(opts Options) (*Tracker, error) {
 	t.seconds = make([]second, int(opts.History/time.Second))
 	t.epoch = opts.Now().UnixNano() / t.bucket
 	t.next = (t.epoch + 1) * t.bucket
-	t.secStart = -1e9 // no second yet
+	t.secStart = math.MinInt64 / 2 // no second yet
 	return t, nil
 }
 

@@ -330,3 +330,34 @@ func TestSampledAccuracy(t *testing.T) {
 	}
 	t.Logf("N=%d (sampled total %d), top %s estimate %d exact %d", n, snap.AdmittedTotal, snap.Admitted[0].Key, snap.Admitted[0].Count, exact[snap.Admitted[0].Key])
 }
+
+// TestSecondsFollowTheClock checks the per-second counts when the clock
+// moves within a second, to the next one, back to the previous one, and
+// around the whole history (the slot of an old second is cleared).
+func TestSecondsFollowTheClock(t *testing.T) {
+	clk := newClock()
+	tr := tracker(t, Options{History: 3 * time.Second, Now: clk.now})
+	step := func(d time.Duration) {
+		clk.add(d)
+		tr.Observe("k", Denied, 1, 1)
+	}
+	step(500 * time.Millisecond)  // second 0
+	step(400 * time.Millisecond)  // second 0
+	step(200 * time.Millisecond)  // second 1
+	step(-300 * time.Millisecond) // back to second 0
+	counts := func() []int64 {
+		var got []int64
+		for _, s := range tr.Snapshot(1).Seconds {
+			got = append(got, s.Denied)
+		}
+		return got
+	}
+	clk.add(300 * time.Millisecond) // second 1 again
+	if got := counts(); !slices.Equal(got, []int64{0, 3, 1}) {
+		t.Errorf("denials per second = %v, want [0 3 1]", got)
+	}
+	step(3 * time.Second) // second 4, in the slot of second 1
+	if got := counts(); !slices.Equal(got, []int64{0, 0, 1}) {
+		t.Errorf("3 s later: denials per second = %v, want [0 0 1]", got)
+	}
+}
