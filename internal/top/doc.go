@@ -30,8 +30,14 @@
 //
 // # Cost
 //
-// Observing a check takes one mutex, one hash of the key and O(log
-// Capacity) work, without allocating (BenchmarkLimiter).
+// A Limiter decides first, from the decision alone and without writing
+// anything shared, whether a check is the common one (one allowed hit
+// below Near) and, if so, draws whether it is sampled, from the runtime's
+// per-thread random state; such a check costs no lock and no lookup.
+// Observing a check (every denial and near-limit check, one common check
+// in Sample) takes a map lookup of the zone, one hash of the key, one
+// mutex and O(log Capacity) work, without allocating (BenchmarkLimiter,
+// BenchmarkLimiterRatio; docs/server.md gives the measured cost).
 //
 // Keys are shown as their internal/keyname digest unless the tracker
 // was made with ShowKeys: a key is often a credential.

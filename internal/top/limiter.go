@@ -2,7 +2,6 @@ package top
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +18,10 @@ const MaxTrackers = 256
 // Set holds one Tracker per zone name (a Hit's Zone). It is safe for
 // concurrent use; looking a tracker up takes no lock.
 type Set struct {
-	opts  Options
+	opts Options
+	// below is the sampling threshold: an allowed check is observed when
+	// a 32-bit random number is below it, ⌈2^32/Sample⌉.
+	below uint64
 	clock atomic.Int64
 	mu    sync.Mutex // serializes changes of m
 	m     atomic.Pointer[map[string]*Tracker]
@@ -32,7 +34,7 @@ func NewSet(opts Options) (*Set, error) {
 		return nil, err
 	}
 	opts.defaults()
-	s := &Set{opts: opts}
+	s := &Set{opts: opts, below: (1<<32 + uint64(opts.Sample) - 1) / uint64(opts.Sample)}
 	s.m.Store(&map[string]*Tracker{})
 	return s, nil
 }
@@ -150,10 +152,15 @@ var _ sluice.Limiter = (*Limiter)(nil)
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	err := l.Next.Check(ctx, c, d)
-	if err == nil {
-		l.Set.observe(c, d, l.AddPrefix)
+	if err != nil {
+		return err
 	}
-	return err
+	if common, drawn := l.Set.common(&c, d); !common {
+		l.Set.observe(&c, d, l.AddPrefix)
+	} else if drawn {
+		l.Set.sampled(&c, d, l.AddPrefix)
+	}
+	return nil
 }
 
 // Reset resets c with Next, then removes its keys from the lists.
@@ -180,46 +187,83 @@ func (s *Set) Forget(c sluice.Check) {
 // Observe reports the decision d of c (not an error: nothing was
 // decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
 // observed. It does not allocate.
-func (s *Set) Observe(c sluice.Check, d *sluice.Decision) { s.observe(c, d, "") }
+func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
+	if common, drawn := s.common(&c, d); !common {
+		s.observe(&c, d, "")
+	} else if drawn {
+		s.sampled(&c, d, "")
+	}
+}
+
+// common reports whether c is a peek or the common check, one allowed
+// hit below Near, decided from the decision alone with nothing shared
+// written; and if so whether it is drawn to be observed (sampled), with
+// probability 1/Options.Sample (within 2^-32).
+func (s *Set) common(c *sluice.Check, d *sluice.Decision) (common, drawn bool) {
+	if c.Cost <= 0 {
+		return true, false
+	}
+	if len(c.Hits) != 1 || len(d.Hits) != 1 {
+		return false, false
+	}
+	hr := &d.Hits[0]
+	// Used < Near × Rate is false for a Rate of 0 (an invalid hit).
+	if !d.Allowed || !hr.Allowed || !(hr.Used < s.opts.Near*float64(c.Hits[0].Limit.Rate)) {
+		return false, false
+	}
+	return true, uint64(cheaprand()) < s.below
+}
+
+// sampled observes the common check c (see common), drawn to stand for
+// Options.Sample checks.
+func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string) {
+	h := &c.Hits[0]
+	s.record(h, Allowed, c.Cost, d.Hits[0].Used/float64(h.Limit.Rate), int64(s.opts.Sample), add)
+}
 
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
-// one in Options.Sample of the other allowed checks, drawn before the
-// tracker is even looked up. A zone without a tracker whose name starts
-// with add (if not empty) gets one.
-func (s *Set) observe(c sluice.Check, d *sluice.Decision, add string) {
+// one in Options.Sample of the other allowed checks, drawn at random.
+// A zone without a tracker whose name starts with add (if not empty)
+// gets one.
+func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
 	if c.Cost <= 0 {
 		return
 	}
-	opts := &s.opts
 	for i := 0; i < len(c.Hits); {
-		h := c.Hits[i]
+		h := &c.Hits[i]
 		j := i + 1
 		for j < len(c.Hits) && c.Hits[j].Zone == h.Zone && c.Hits[j].Key == h.Key {
 			j++
 		}
 		r, usage := result(c, d, i, j)
 		scale := int64(1)
-		if r == Allowed && usage < opts.Near && opts.Sample > 1 {
-			if rand.Uint32N(uint32(opts.Sample)) != 0 {
+		if r == Allowed && usage < s.opts.Near {
+			if uint64(cheaprand()) >= s.below {
 				i = j
 				continue
 			}
-			scale = int64(opts.Sample)
+			scale = int64(s.opts.Sample)
 		}
-		t := s.Tracker(h.Zone)
-		if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
-			t = s.Add(h.Zone)
-		}
-		if t != nil {
-			t.observe(h.Key, r, c.Cost, usage, scale)
-		}
+		s.record(h, r, c.Cost, usage, scale, add)
 		i = j
 	}
 }
 
+// record reports one key's result to its zone's tracker, adding one if
+// the zone starts with add.
+func (s *Set) record(h *sluice.Hit, r Result, cost int64, usage float64, scale int64, add string) {
+	t := s.Tracker(h.Zone)
+	if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
+		t = s.Add(h.Zone)
+	}
+	if t != nil {
+		t.observe(h.Key, r, cost, usage, scale)
+	}
+}
+
 // result is what d means for hits [i, j) of c, and their highest usage.
-func result(c sluice.Check, d *sluice.Decision, i, j int) (Result, float64) {
+func result(c *sluice.Check, d *sluice.Decision, i, j int) (Result, float64) {
 	if len(d.Hits) != len(c.Hits) { // decided without the limiters' state
 		if d.Allowed {
 			return Allowed, 0

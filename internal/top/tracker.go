@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/maphash"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,14 @@ type Tracker struct {
 	buckets [][nLists]*summary
 	cur     int
 	epoch   int64
+	// next is when the bucket after the current one begins (Unix ns), so
+	// that an observation in the current bucket divides nothing.
+	next    int64
 	seconds []second
+	// sec is the index in seconds of the second of the latest
+	// observation, which began at secStart (Unix ns).
+	sec      int
+	secStart int64
 }
 
 // second counts the checks of one second.
@@ -172,6 +180,8 @@ func New(opts Options) (*Tracker, error) {
 	}
 	t.seconds = make([]second, int(opts.History/time.Second))
 	t.epoch = opts.Now().UnixNano() / t.bucket
+	t.next = (t.epoch + 1) * t.bucket
+	t.secStart = math.MinInt64 / 2 // no second yet
 	return t, nil
 }
 
@@ -223,10 +233,7 @@ func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale
 func (t *Tracker) record(o *obs, r Result, cost int64, usage float64, scale int64) {
 	now := o.now
 	t.advance(now)
-	sec := &t.seconds[int(now/1e9)%len(t.seconds)]
-	if sec.unix != now/1e9 {
-		*sec = second{unix: now / 1e9}
-	}
+	sec := t.second(now)
 	b := &t.buckets[t.cur]
 	switch r {
 	case Allowed:
@@ -263,16 +270,36 @@ func (t *Tracker) previous(l int) *summary {
 	if len(t.buckets) == 1 {
 		return nil
 	}
-	return t.buckets[(t.cur+len(t.buckets)-1)%len(t.buckets)][l]
+	p := t.cur - 1
+	if p < 0 {
+		p = len(t.buckets) - 1
+	}
+	return t.buckets[p][l]
+}
+
+// second returns the counts of now's second, cleared if they were an
+// older second's.
+func (t *Tracker) second(now int64) *second {
+	if now >= t.secStart && now-t.secStart < 1e9 {
+		return &t.seconds[t.sec]
+	}
+	u := now / 1e9
+	t.sec, t.secStart = int(u%int64(len(t.seconds))), u*1e9
+	sec := &t.seconds[t.sec]
+	if sec.unix != u {
+		*sec = second{unix: u}
+	}
+	return sec
 }
 
 // advance moves the current bucket to the one of now, clearing the
 // buckets it passes over.
 func (t *Tracker) advance(now int64) {
-	e := now / t.bucket
-	if e <= t.epoch {
+	if now < t.next {
 		return
 	}
+	e := now / t.bucket
+	t.next = (e + 1) * t.bucket
 	for n := min(e-t.epoch, int64(len(t.buckets))); n > 0; n-- {
 		t.cur = (t.cur + 1) % len(t.buckets)
 		for _, s := range t.buckets[t.cur] {

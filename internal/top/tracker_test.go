@@ -306,6 +306,11 @@ func TestSampledAccuracy(t *testing.T) {
 		set.Observe(c, &d)
 	}
 	snap := set.Tracker("api").Snapshot(10)
+	// One check in 32 drawn, each standing for 32: the total is n within
+	// 5 standard deviations of the draw.
+	if diff, tol := math.Abs(float64(snap.AdmittedTotal-n)), 5*math.Sqrt(32*n); diff > tol {
+		t.Errorf("sampled total %d, want %d within %.0f", snap.AdmittedTotal, n, tol)
+	}
 	bound := float64(snap.AdmittedTotal) / float64(snap.Capacity)
 	keys := slices.SortedFunc(func(yield func(string) bool) {
 		for k := range exact {
@@ -324,4 +329,35 @@ func TestSampledAccuracy(t *testing.T) {
 		}
 	}
 	t.Logf("N=%d (sampled total %d), top %s estimate %d exact %d", n, snap.AdmittedTotal, snap.Admitted[0].Key, snap.Admitted[0].Count, exact[snap.Admitted[0].Key])
+}
+
+// TestSecondsFollowTheClock checks the per-second counts when the clock
+// moves within a second, to the next one, back to the previous one, and
+// around the whole history (the slot of an old second is cleared).
+func TestSecondsFollowTheClock(t *testing.T) {
+	clk := newClock()
+	tr := tracker(t, Options{History: 3 * time.Second, Now: clk.now})
+	step := func(d time.Duration) {
+		clk.add(d)
+		tr.Observe("k", Denied, 1, 1)
+	}
+	step(500 * time.Millisecond)  // second 0
+	step(400 * time.Millisecond)  // second 0
+	step(200 * time.Millisecond)  // second 1
+	step(-300 * time.Millisecond) // back to second 0
+	counts := func() []int64 {
+		var got []int64
+		for _, s := range tr.Snapshot(1).Seconds {
+			got = append(got, s.Denied)
+		}
+		return got
+	}
+	clk.add(300 * time.Millisecond) // second 1 again
+	if got := counts(); !slices.Equal(got, []int64{0, 3, 1}) {
+		t.Errorf("denials per second = %v, want [0 3 1]", got)
+	}
+	step(3 * time.Second) // second 4, in the slot of second 1
+	if got := counts(); !slices.Equal(got, []int64{0, 0, 1}) {
+		t.Errorf("3 s later: denials per second = %v, want [0 0 1]", got)
+	}
 }
