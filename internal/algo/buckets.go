@@ -46,8 +46,19 @@ func (r *ring) count(k int64) int64 {
 // window returns the oldest bucket's cost, count(b−n), and the sum of the n
 // newer ones, count(b−n+1 … b): the two terms of Used at bucket b.
 func (r *ring) window(b, n int64) (old, sum int64) {
-	for k := b - n + 1; k <= min(b, r.head); k++ {
-		sum += r.count(k)
+	size := int64(len(r.counts))
+	lo, hi := max(b-n+1, r.head-size+1), min(b, r.head) // the kept ones
+	if lo <= hi {
+		i := r.slot - (r.head - lo) // lo's slot
+		if i < 0 {
+			i += size
+		}
+		for range hi - lo + 1 {
+			sum += r.counts[i]
+			if i++; i == size {
+				i = 0
+			}
+		}
 	}
 	return r.count(b - n), sum
 }
@@ -77,7 +88,7 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	old, sum := v.window(b, p.Window/p.Bucket)
 	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
-		r.RetryAfter = v.retryAfter(p, b, e, cost)
+		r.RetryAfter = v.retryAfter(p, b, e, sum, cost)
 	}
 	return r
 }
@@ -86,21 +97,21 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 // the oldest bucket's weight falls, linearly, so each step solves
 // old·(R − e)/R + rest + cost ≤ Rate for e. Once every kept bucket has left
 // the window any cost ≤ Rate fits, so the walk ends within n+1 steps.
-func (s *ring) retryAfter(p Params, b, e, cost int64) int64 {
+// sum is Σ count(b−n+1 … b) (ring.window).
+func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 	n, r := p.Window/p.Bucket, p.Bucket
-	var rest int64 // Σ Counts[k−n+1 … k], kept as k advances
-	for k := b - n + 1; k <= b; k++ {
-		rest += s.count(k)
-	}
+	rest := sum // Σ count(k−n+1 … k), kept as k advances
 	for k := b; ; k++ {
-		if k > b {
-			rest += s.count(k) - s.count(k-n)
-		}
-		start := int64(0)
-		if k == b {
-			start = e
-		}
 		old := s.count(k - n)
+		start := int64(0)
+		switch {
+		case k == b:
+			start = e
+		case k > s.head: // count(k) is 0
+			rest -= old
+		default:
+			rest += s.count(k) - old
+		}
 		if room := p.Rate - rest - cost; room >= 0 {
 			at := float64(start)
 			if old > 0 {
@@ -168,7 +179,7 @@ func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
 	used := usedAt(p, old, sum, e)
 	o := Outcome{Allowed: fits(used, cost, p.Rate), Used: used}
 	if !o.Allowed {
-		o.RetryAfter = v.retryAfter(p, b, e, cost)
+		o.RetryAfter = v.retryAfter(p, b, e, sum, cost)
 	}
 	if (o.Allowed || shadow) && cost > 0 {
 		if len(s.Counts) == 0 {
