@@ -159,15 +159,29 @@ func (e *entry) gcraState() *algo.GCRA {
 	return &(*gcraEntry)(unsafe.Pointer(e)).s
 }
 
+// bucketsState, logState and decayState are windowState for codeBuckets,
+// codeLog and codeDecay.
+func (e *entry) bucketsState() *algo.Buckets {
+	return &(*bucketsEntry)(unsafe.Pointer(e)).s
+}
+
+func (e *entry) logState() *algo.Log {
+	return &(*logEntry)(unsafe.Pointer(e)).s
+}
+
+func (e *entry) decayState() *algo.Decay {
+	return &(*decayEntry)(unsafe.Pointer(e)).s
+}
+
 // state returns e's algorithm state as an algo.State.
 func (e *entry) state() algo.State {
 	switch e.algorithm {
 	case codeBuckets:
-		return &(*bucketsEntry)(unsafe.Pointer(e)).s
+		return e.bucketsState()
 	case codeLog:
-		return &(*logEntry)(unsafe.Pointer(e)).s
+		return e.logState()
 	case codeDecay:
-		return &(*decayEntry)(unsafe.Pointer(e)).s
+		return e.decayState()
 	case codeGCRA:
 		return e.gcraState()
 	}

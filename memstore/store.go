@@ -233,14 +233,23 @@ func bucketMicros(l *sluice.Limit) int64 {
 }
 
 // decideOne is algo.Decide for one hit on e's state: the sliding window
-// and GCRA call their state's methods directly, the others through the
-// algo.State interface. It must stay step for step what algo.Decide does
+// and GCRA call their state's methods directly, the others their fused
+// Check (Eval and Record in one pass). It must stay step for step what algo.Decide does
 // with a single hit: TestDecideOneIsDecide holds the two together. The
 // caller turns the outcome into a Decision with sluice.Decision.Conclude,
 // as every store does.
 func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
 	var r algo.Result
 	switch e.algorithm {
+	case codeBuckets:
+		*o = e.bucketsState().Check(p, now, cost, shadow)
+		return o.Allowed || shadow, !o.Allowed && shadow
+	case codeLog:
+		*o = e.logState().Check(p, now, cost, shadow)
+		return o.Allowed || shadow, !o.Allowed && shadow
+	case codeDecay:
+		*o = e.decayState().Check(p, now, cost, shadow)
+		return o.Allowed || shadow, !o.Allowed && shadow
 	case codeWindow:
 		r = e.windowState().Eval(p, now, cost)
 	case codeGCRA:

@@ -93,3 +93,15 @@ func ceilMicros(t float64) int64 {
 	}
 	return int64(math.Ceil(t))
 }
+
+// check is Decide for one hit on any state: Eval, then Record when the hit
+// is allowed (or shadow) and cost > 0. The states' Check methods are this,
+// fused.
+func check(s State, p Params, now, cost int64, shadow bool) Outcome {
+	r := s.Eval(p, now, cost)
+	o := Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	if (r.Allowed || shadow) && cost > 0 {
+		o.Used, o.ResetAfter = s.Record(p, now, cost)
+	}
+	return o
+}

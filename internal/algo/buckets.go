@@ -13,25 +13,60 @@ type Buckets struct {
 	Counts []int64 // ring of n+1 counters; Counts[k mod (n+1)] is bucket k
 }
 
-// count returns bucket k's cost as seen from a state whose newest bucket is
-// Head: zero for buckets newer than Head or too old to be kept.
-func (s *Buckets) count(k int64) int64 {
-	n := int64(len(s.Counts))
-	if n == 0 || k > s.Head || k <= s.Head-n {
-		return 0
-	}
-	return s.Counts[floorMod(k, n)]
+// ring reads a state's buckets with the ring slot of Head found once, so
+// that reading a bucket takes no division.
+type ring struct {
+	counts     []int64
+	head, slot int64 // slot = Head mod len(counts)
 }
 
-// usedAt returns the usage at bucket b, e µs into it, with no cost added
-// after Head.
-func (s *Buckets) usedAt(p Params, b, e int64) float64 {
-	n := p.Window / p.Bucket
-	var sum int64
-	for k := b - n + 1; k <= b; k++ {
-		sum += s.count(k)
+func (s *Buckets) ring() ring {
+	r := ring{counts: s.Counts, head: s.Head}
+	if len(s.Counts) > 0 {
+		r.slot = floorMod(s.Head, int64(len(s.Counts)))
 	}
-	return float64(s.count(b-n))*float64(p.Bucket-e)/float64(p.Bucket) + float64(sum)
+	return r
+}
+
+// count returns bucket k's cost as seen from a state whose newest bucket is
+// Head: zero for buckets newer than Head or too old to be kept. Bucket k is
+// slot (Head − (Head − k)) mod len(counts), and 0 <= Head − k < len.
+func (r *ring) count(k int64) int64 {
+	n := int64(len(r.counts))
+	if k > r.head || k <= r.head-n {
+		return 0
+	}
+	i := r.slot - (r.head - k)
+	if i < 0 {
+		i += n
+	}
+	return r.counts[i]
+}
+
+// window returns the oldest bucket's cost, count(b−n), and the sum of the n
+// newer ones, count(b−n+1 … b): the two terms of Used at bucket b.
+func (r *ring) window(b, n int64) (old, sum int64) {
+	size := int64(len(r.counts))
+	lo, hi := max(b-n+1, r.head-size+1), min(b, r.head) // the kept ones
+	if lo <= hi {
+		i := r.slot - (r.head - lo) // lo's slot
+		if i < 0 {
+			i += size
+		}
+		for range hi - lo + 1 {
+			sum += r.counts[i]
+			if i++; i == size {
+				i = 0
+			}
+		}
+	}
+	return r.count(b - n), sum
+}
+
+// usedAt returns the usage e µs into a bucket from the oldest bucket's cost
+// and the sum of the newer ones (ring.window).
+func usedAt(p Params, old, sum, e int64) float64 {
+	return float64(old)*float64(p.Bucket-e)/float64(p.Bucket) + float64(sum)
 }
 
 // at returns the bucket of now and the µs elapsed in it. A clock behind
@@ -49,9 +84,11 @@ func (s *Buckets) at(p Params, now int64) (b, e int64) {
 // Eval implements State.
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	b, e := s.at(p, now)
-	r := Result{Used: s.usedAt(p, b, e), ResetAfter: s.resetAfter(p, now)}
+	v := s.ring()
+	old, sum := v.window(b, p.Window/p.Bucket)
+	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
-		r.RetryAfter = s.retryAfter(p, b, e, cost)
+		r.RetryAfter = v.retryAfter(p, b, e, sum, cost)
 	}
 	return r
 }
@@ -60,21 +97,21 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 // the oldest bucket's weight falls, linearly, so each step solves
 // old·(R − e)/R + rest + cost ≤ Rate for e. Once every kept bucket has left
 // the window any cost ≤ Rate fits, so the walk ends within n+1 steps.
-func (s *Buckets) retryAfter(p Params, b, e, cost int64) int64 {
+// sum is Σ count(b−n+1 … b) (ring.window).
+func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 	n, r := p.Window/p.Bucket, p.Bucket
-	var rest int64 // Σ Counts[k−n+1 … k], kept as k advances
-	for k := b - n + 1; k <= b; k++ {
-		rest += s.count(k)
-	}
+	rest := sum // Σ count(k−n+1 … k), kept as k advances
 	for k := b; ; k++ {
-		if k > b {
-			rest += s.count(k) - s.count(k-n)
-		}
-		start := int64(0)
-		if k == b {
-			start = e
-		}
 		old := s.count(k - n)
+		start := int64(0)
+		switch {
+		case k == b:
+			start = e
+		case k > s.head: // count(k) is 0
+			rest -= old
+		default:
+			rest += s.count(k) - old
+		}
 		if room := p.Rate - rest - cost; room >= 0 {
 			at := float64(start)
 			if old > 0 {
@@ -89,9 +126,9 @@ func (s *Buckets) retryAfter(p Params, b, e, cost int64) int64 {
 
 // resetAfter is the µs until the newest non-empty bucket has left the
 // window.
-func (s *Buckets) resetAfter(p Params, now int64) int64 {
+func (s *ring) resetAfter(p Params, now int64) int64 {
 	n := p.Window / p.Bucket
-	for k := s.Head; k > s.Head-int64(len(s.Counts)); k-- {
+	for k := s.head; k > s.head-int64(len(s.counts)); k-- {
 		if s.count(k) > 0 {
 			return max(0, (k+n+1)*p.Bucket-now)
 		}
@@ -106,14 +143,54 @@ func (s *Buckets) Record(p Params, now, cost int64) (float64, int64) {
 		s.Counts, s.Head = make([]int64, n+1), floorDiv(now, p.Bucket)
 	}
 	b, e := s.at(p, now)
+	s.add(b, n, cost)
+	v := s.ring()
+	old, sum := v.window(b, n)
+	return usedAt(p, old, sum, e), v.resetAfter(p, now)
+}
+
+// add records cost in bucket b >= Head (a clock behind records into Head,
+// see at), first emptying the buckets between Head and b. The ring has
+// n+1 buckets.
+func (s *Buckets) add(b, n, cost int64) {
 	if b > s.Head {
 		for k := s.Head + 1; k <= b && k <= s.Head+n+1; k++ {
 			s.Counts[floorMod(k, n+1)] = 0
 		}
 		s.Head = b
 	}
-	s.Counts[floorMod(b, n+1)] += cost // b >= Head: a clock behind records into Head
-	return s.usedAt(p, b, e), s.resetAfter(p, now)
+	s.Counts[floorMod(b, n+1)] += cost
+}
+
+// Check is Decide for one hit on s, fused: Eval, then Record when the hit
+// is allowed (or shadow) and cost > 0. The buckets are summed once:
+// recording cost at b adds cost to the sum of the n newest buckets and
+// leaves the oldest one as Eval saw it (buckets after Head, which Record
+// empties, already read as zero). The outcome and the state are bit for
+// bit those of Eval and Record (TestCheckIsEvalRecord).
+func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
+	n := p.Window / p.Bucket
+	if len(s.Counts) != 0 && len(s.Counts) != int(n+1) {
+		return check(s, p, now, cost, shadow) // a ring of other parameters
+	}
+	b, e := s.at(p, now)
+	v := s.ring()
+	old, sum := v.window(b, n)
+	used := usedAt(p, old, sum, e)
+	o := Outcome{Allowed: fits(used, cost, p.Rate), Used: used}
+	if !o.Allowed {
+		o.RetryAfter = v.retryAfter(p, b, e, sum, cost)
+	}
+	if (o.Allowed || shadow) && cost > 0 {
+		if len(s.Counts) == 0 {
+			s.Counts, s.Head = make([]int64, n+1), b
+		}
+		s.add(b, n, cost)
+		o.Used = usedAt(p, old, sum+cost, e)
+		v = s.ring()
+	}
+	o.ResetAfter = v.resetAfter(p, now)
+	return o
 }
 
 func floorMod(a, n int64) int64 {

@@ -54,3 +54,22 @@ func (s *Decay) Record(p Params, now, cost int64) (float64, int64) {
 	s.S, s.T0 = s.at(p, now)+float64(cost), max(now, s.T0)
 	return s.S, decayWait(p, s.S, DecayZero)
 }
+
+// Check is Decide for one hit on s, fused: Eval, then Record when the hit
+// is allowed (or shadow) and cost > 0, computing the decayed count once.
+// The outcome and the state are bit for bit those of Eval and Record; only
+// the work that Record's result replaces (Eval's ResetAfter) is skipped.
+func (s *Decay) Check(p Params, now, cost int64, shadow bool) Outcome {
+	v := s.at(p, now)
+	o := Outcome{Allowed: fits(v, cost, p.Rate), Used: v}
+	if !o.Allowed {
+		o.RetryAfter = decayWait(p, v, max(float64(p.Rate-cost), DecayZero))
+	}
+	if (o.Allowed || shadow) && cost > 0 {
+		s.S, s.T0 = v+float64(cost), max(now, s.T0)
+		o.Used = s.S
+		v = s.S
+	}
+	o.ResetAfter = decayWait(p, v, DecayZero)
+	return o
+}

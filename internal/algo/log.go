@@ -28,19 +28,23 @@ func (s *Log) live(p Params, now int64) (first int, used int64) {
 func (s *Log) Eval(p Params, now, cost int64) Result {
 	first, used := s.live(p, now)
 	r := Result{Used: float64(used), ResetAfter: s.resetAfter(p, now)}
-	if r.Allowed = used+cost <= p.Rate; r.Allowed {
-		return r
+	if r.Allowed = used+cost <= p.Rate; !r.Allowed {
+		r.RetryAfter = s.retryAfter(p, now, first, used, cost)
 	}
-	// The cost fits once enough of the oldest events have left: event i
-	// leaves (now − W, now] when now reaches At + W.
+	return r
+}
+
+// retryAfter returns the µs until cost fits on the used cost of the events
+// from first on. The cost fits once enough of the oldest events have left:
+// event i leaves (now − W, now] when now reaches At + W.
+func (s *Log) retryAfter(p Params, now int64, first int, used, cost int64) int64 {
 	for _, ev := range s.Events[first:] {
 		used -= ev.Cost
 		if used+cost <= p.Rate {
-			r.RetryAfter = ev.At + p.Window - now
-			break
+			return ev.At + p.Window - now
 		}
 	}
-	return r
+	return 0
 }
 
 func (s *Log) resetAfter(p Params, now int64) int64 {
@@ -53,6 +57,13 @@ func (s *Log) resetAfter(p Params, now int64) int64 {
 // Record implements State. It drops the events that have left the window.
 func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
 	first, used := s.live(p, now)
+	s.add(now, first, cost)
+	return float64(used + cost), s.resetAfter(p, now)
+}
+
+// add records cost at now, first dropping the events before first (those
+// that have left the window).
+func (s *Log) add(now int64, first int, cost int64) {
 	s.Events = append(s.Events[:0], s.Events[first:]...)
 	switch n := len(s.Events); {
 	case n > 0 && s.Events[n-1].At == now:
@@ -64,5 +75,22 @@ func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
 	default:
 		s.Events = append(s.Events, Event{At: now, Cost: cost})
 	}
-	return float64(used + cost), s.resetAfter(p, now)
+}
+
+// Check is Decide for one hit on s, fused: Eval, then Record when the hit
+// is allowed (or shadow) and cost > 0, finding the live events once. The
+// outcome and the state are those of Eval and Record
+// (TestCheckIsEvalRecord).
+func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
+	first, used := s.live(p, now)
+	o := Outcome{Allowed: used+cost <= p.Rate, Used: float64(used)}
+	if !o.Allowed {
+		o.RetryAfter = s.retryAfter(p, now, first, used, cost)
+	}
+	if (o.Allowed || shadow) && cost > 0 {
+		s.add(now, first, cost)
+		o.Used = float64(used + cost)
+	}
+	o.ResetAfter = s.resetAfter(p, now)
+	return o
 }
