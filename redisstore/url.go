@@ -183,6 +183,14 @@ func (u connURL) clientOption(tlsConf *tls.Config) rueidis.ClientOption {
 		Password:     u.password,
 		SelectDB:     u.db,
 		DisableCache: true,
+		// Every connection gets a reader from the start, so a connection
+		// the server closed (a restart, a failover, an idle timeout) is
+		// seen and replaced before a call is sent on it. Without it,
+		// rueidis reads a connection used by one caller at a time only
+		// during a call: after a restart, the first call on each of its
+		// connections failed with EOF, a check decided fail-open although
+		// Redis was back (TestRestartNoStaleConnection).
+		AlwaysPipelining: true,
 	}
 	if u.tls {
 		if tlsConf == nil {

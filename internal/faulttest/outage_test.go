@@ -216,8 +216,19 @@ func timerLatencies(stop <-chan struct{}) []time.Duration {
 
 func TestRedisRestarted(t *testing.T) {
 	srv := redistest.Standalone(t)
-	store := newStore(t, srv.URL())
-	g := newGuard(t, store, edge.GuardOptions{})
+	// Recovery and exact limiting after it are the subject, not the
+	// timeouts: on a loaded machine (2 cores, load ~18, -race) a store call
+	// took over newStore's 1 s and a Guard's call over the default 50 ms,
+	// which made checks after the restart fail-open ones (and probes fail,
+	// each doubling the breaker's back-off). Generous timeouts keep every
+	// answer the store's; the dead Redis still fails each call at once
+	// (connection refused), so the outage is still seen.
+	store, err := redisstore.Dial(srv.URL(), redisstore.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	g := newGuard(t, store, edge.GuardOptions{Timeout: 5 * time.Second})
 	dc, err := edge.NewDenyCache(g, edge.DenyCacheOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +246,10 @@ func TestRedisRestarted(t *testing.T) {
 	}
 
 	srv.Restart() // same port, empty, no script loaded
-	waitStore(t, dc, busyKey, 10*time.Second)
+	// The breaker probes after its back-off, which doubles after each
+	// failed probe up to edge.DefaultMaxBackoff (5 s): a few probes that
+	// fail while the restarted Redis starts must not fail the test.
+	waitStore(t, dc, busyKey, 30*time.Second)
 	// Exact limiting, by the same Store, Guard and DenyCache.
 	c := sluice.Check{Hits: []sluice.Hit{hit("after-restart", "10r/m", sluice.Log)}, Cost: 1}
 	for i := range 10 {

@@ -13,9 +13,15 @@ import (
 // stops: a synchronous server on the same Redis then finds the usage.
 func TestRedisAsyncZone(t *testing.T) {
 	r := redistest.Standalone(t)
+	// Recovery and exactness are the subject, not the timeout: on a loaded
+	// machine (2 cores, load ~18, -race) a call within 100 ms failed often
+	// enough to turn the first check into a fail-open one and to fail the
+	// breaker's probes after the restart. With 2 s (flush calls are bounded
+	// by edge.DefaultFlushTimeout, 1 s) the answers are the store's; the
+	// dead Redis still fails every call at once (connection refused).
 	cfg := func(mode string) string {
 		return `
-store: {url: "` + r.URL() + `", timeout: 100ms}
+store: {url: "` + r.URL() + `", timeout: 2s}
 listeners: [{addr: "127.0.0.1:0"}]
 zones:
   - {name: a, limits: 10r/h, ` + mode + `}
@@ -57,9 +63,15 @@ zones:
 // then all it holds).
 func TestRedisAsyncZoneOutage(t *testing.T) {
 	r := redistest.Standalone(t)
+	// Recovery and exactness are the subject, not the timeout: on a loaded
+	// machine (2 cores, load ~18, -race) a call within 100 ms failed often
+	// enough to turn the first check into a fail-open one and to fail the
+	// breaker's probes after the restart. With 2 s (flush calls are bounded
+	// by edge.DefaultFlushTimeout, 1 s) the answers are the store's; the
+	// dead Redis still fails every call at once (connection refused).
 	cfg := func(mode string) string {
 		return `
-store: {url: "` + r.URL() + `", timeout: 100ms}
+store: {url: "` + r.URL() + `", timeout: 2s}
 listeners: [{addr: "127.0.0.1:0"}]
 zones:
   - {name: a, limits: 10r/h, ` + mode + `}
@@ -74,12 +86,16 @@ zones:
 		}
 	}
 	pending := `sluice_async_pending_cost{policy="open",processes="1",sync_interval="50ms"}`
+	// The flushes after the restart go through the breaker, which probes
+	// after a back-off that doubles after each failed probe up to
+	// edge.DefaultMaxBackoff (5 s): a few probes that fail while Redis
+	// starts must not fail the test, hence 30 s.
 	waitPending := func(want float64) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for metricValue(t, async.api, pending) != want {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s = %v after 15 s, want %v", pending, metricValue(t, async.api, pending), want)
+				t.Fatalf("%s = %v after 30 s, want %v", pending, metricValue(t, async.api, pending), want)
 			}
 			time.Sleep(20 * time.Millisecond) // polling a real process, bounded by the deadline
 		}
