@@ -137,7 +137,15 @@ func startNginxConf(t testing.TB, conf func(listen, dir string) string) *nginx {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf(addr, dir)), 0o644); err != nil {
+	text := conf(addr, dir)
+	if os.Geteuid() == 0 {
+		// nginx started by root runs its workers as nobody, who cannot
+		// read a checkout (or a test directory) under a 0700 directory,
+		// such as a clone made in mktemp -d: the workers would not find
+		// the module. Tests keep the workers as the user who runs them.
+		text = "user root;\n" + text
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	n := &nginx{addr: addr, url: "http://" + addr, dir: dir, out: &syncBuffer{}, exited: make(chan struct{})}
