@@ -129,11 +129,11 @@ function _M.new(url, timeout, pool_size, keepalive, tls)
   local seeds = {}
   for i, n in ipairs(u.nodes) do seeds[i] = n[1] .. ":" .. n[2] end
   u.name = concat(seeds, ",") .. (u.master and "/" .. u.master or "")
-  -- Connections differ by address and by what was sent on them first
-  -- (TLS, AUTH, SELECT): the pool's name says all of it, the password as a
-  -- digest.
-  u.pool_suffix = concat({ "", u.tls and "tls" or "", u.db or 0, u.user or "",
-    u.password and ngx.crc32_long(u.password) or "" }, ":")
+  -- Connections differ by address and by what was done on them first
+  -- (the TLS handshake and what it verified, AUTH, SELECT): the pool's
+  -- name says all of it, the password as a digest.
+  u.pool_suffix = concat({ "", u.tls and "tls" or "", u.server_name or "", u.ssl_verify and "v" or "",
+    u.db or 0, u.user or "", u.password and ngx.crc32_long(u.password) or "" }, ":")
   return setmetatable(u, mt)
 end
 
@@ -149,8 +149,16 @@ local function open(self, host, port, user, password, pool)
   if not ok then return nil, err end
   if red:get_reused_times() == 0 then
     if self.tls then
-      ok, err = rawget(red, "_sock"):sslhandshake(nil, self.server_name, self.ssl_verify)
-      if not ok then red:close() return nil, "TLS: " .. tostring(err) end
+      local sock = rawget(red, "_sock")
+      local done
+      -- lua-nginx-module 0.10.23 reports success for a handshake that
+      -- completes at once but whose certificate then fails verification
+      -- (it closes the socket); asked for the session, lua-resty-core
+      -- 0.1.25 then fails an assertion instead. The pcall turns that into
+      -- the error it is; the session itself is not kept.
+      done, ok, err = pcall(sock.sslhandshake, sock, nil, self.server_name, self.ssl_verify)
+      if not done then err = "handshake failed (certificate not verified?)" end
+      if err then red:close() return nil, "TLS: " .. tostring(err) end
     end
     if password then
       local res
