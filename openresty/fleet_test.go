@@ -183,9 +183,9 @@ func hotConf(redisURL string) string {
 `, redisURL)
 }
 
-// TestMixedFleet: two nginx (two workers each) and two Go stores (each
-// with its own connection and call ids) spend one hot key at once, on the
-// Redis clock. The admitted total is exactly the limit, as one store
+// TestMixedFleet: two nginx (two workers each) and two Go processes (this
+// test binary re-run as workers, each with its own redisstore.Store,
+// connections and call ids) spend one hot key at once, on the Redis clock. The admitted total is exactly the limit, as one store
 // admits: nothing over, nothing under.
 func TestMixedFleet(t *testing.T) {
 	for _, tc := range []struct {
@@ -221,14 +221,12 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 		limit.Resolution = time.Hour
 	}
 	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
-	var stores []*redisstore.Store
+	// The Go side: two processes (this test binary re-run as a worker),
+	// each with its own store, connections and call ids.
+	var procs []*goProcess
 	for range 2 {
-		s, err := redisstore.Dial(url, redisstore.Options{Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
+		procs = append(procs, startGoProcess(t, goJob{URL: url, Goroutines: workers, Checks: perFront / workers,
+			Hit: sluice.Hit{Zone: "hot", Key: key, Limit: limit}}))
 	}
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -236,6 +234,11 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	res := ""
 	if algo == sluice.Buckets {
 		res = "&resolution=3600000000"
+	}
+	for _, p := range procs {
+		if err := p.start(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, n := range fronts {
 		for range workers {
@@ -259,27 +262,26 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 			})
 		}
 	}
-	for _, s := range stores {
-		for range workers {
-			wg.Go(func() {
-				for range perFront / workers {
-					var d sluice.Decision
-					c := sluice.Check{Hits: []sluice.Hit{{Zone: "hot", Key: key, Limit: limit}}, Cost: 1}
-					if err := s.Check(context.Background(), c, &d); err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						admitted.Add(1)
-					} else {
-						denied.Add(1)
-					}
-				}
-			})
+	var goAdmitted int64
+	for i, p := range procs {
+		r, err := p.result()
+		if err != nil {
+			t.Fatal(err)
 		}
+		if len(r.Errors) > 0 {
+			t.Errorf("go process %d: %d errors, the first: %s", i, len(r.Errors), r.Errors[0])
+		}
+		if r.Allowed+r.Denied+len(r.Errors) != perFront {
+			t.Errorf("go process %d decided %d checks, want %d", i, r.Allowed+r.Denied, perFront)
+		}
+		goAdmitted += int64(r.Allowed)
+		admitted.Add(int64(r.Allowed))
+		denied.Add(int64(r.Denied))
 	}
 	wg.Wait()
+	t.Logf("admitted by nginx %d, by the Go processes %d", admitted.Load()-goAdmitted, goAdmitted)
 	if got := admitted.Load(); got != rate {
-		t.Errorf("admitted %d of %d (denied %d), want exactly %d", got, 4*perFront, denied.Load(), rate)
+		t.Errorf("admitted %d of %d (nginx %d, Go processes %d; denied %d), want exactly %d",
+			got, 4*perFront, got-goAdmitted, goAdmitted, denied.Load(), rate)
 	}
 }
