@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/internal/workertest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -223,11 +224,8 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
 	// The Go side: two processes (this test binary re-run as a worker),
 	// each with its own store, connections and call ids.
-	var procs []*goProcess
-	for range 2 {
-		procs = append(procs, startGoProcess(t, goJob{URL: url, Goroutines: workers, Checks: perFront / workers,
-			Hit: sluice.Hit{Zone: "hot", Key: key, Limit: limit}}))
-	}
+	procs := workertest.Start(t, goWorkerEnv, goJob{URL: url, Goroutines: workers, Checks: perFront / workers,
+		Hit: sluice.Hit{Zone: "hot", Key: key, Limit: limit}}, 2)
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
 	client := newHTTPClient()
@@ -235,9 +233,15 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	if algo == sluice.Buckets {
 		res = "&resolution=3600000000"
 	}
-	for _, p := range procs {
-		if err := p.start(); err != nil {
-			t.Fatal(err)
+	// The first requests of an nginx worker load the module: a few on
+	// another key first, so that both sides start warm.
+	for _, n := range fronts {
+		for range 4 {
+			resp, err := client.Get(n.URL + "/hot?key=" + key + "-warm&limits=1r/s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
 		}
 	}
 	for _, n := range fronts {
@@ -262,10 +266,15 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 			})
 		}
 	}
+	for _, p := range procs {
+		if err := p.Go(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var goAdmitted int64
 	for i, p := range procs {
-		r, err := p.result()
-		if err != nil {
+		var r goResult
+		if err := p.Result(&r); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.Errors) > 0 {
