@@ -3,6 +3,7 @@ package openresty
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,67 @@ func TestSentinelFailover(t *testing.T) {
 		t.Skip("starts two redis-server and three redis-sentinel processes and fails over")
 	}
 	s := redistest.NewSentinel(t, 3)
+	runSentinelChange(t, s, func() *redistest.Server { return s.Failover() })
+}
+
+// TestSentinelSwitchover: SENTINEL FAILOVER demotes a live master (the
+// Sentinel closes its clients and makes it a replica) and promotes its
+// replica. A worker that knew the old master finds it answering ROLE as
+// a replica on its next connection, asks the Sentinel again and goes on
+// on the new master, exactly.
+func TestSentinelSwitchover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two redis-server and a redis-sentinel process and switches masters")
+	}
+	s := redistest.NewSentinel(t, 1)
+	runSentinelChange(t, s, func() *redistest.Server { return switchover(t, s) })
+}
+
+// switchover asks the Sentinel for a manual failover and waits (up to 60
+// s) until it names the replica as master, the replica has the master role
+// and the old master the replica role. It returns the new master.
+func switchover(t *testing.T, s *redistest.Sentinel) *redistest.Server {
+	t.Helper()
+	old := s.CurrentMaster()
+	next := s.Replica
+	if old == s.Replica {
+		next = s.Master
+	}
+	if n, err := old.Do("WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
+		t.Fatalf("WAIT on the master: %d replicas acknowledged (%v)", n, err)
+	}
+	if err := s.Sentinels[0].Do("SENTINEL", "FAILOVER", redistest.MasterName).Error(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	deadline := time.After(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s.CurrentMaster() == next && role(next) == "master" && role(old) == "slave" {
+			return next
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("no switchover after 60 s: the Sentinel names %s, roles %s %s", s.CurrentMaster().Addr(), role(old), role(next))
+		case <-tick.C:
+		}
+	}
+}
+
+// role returns the first field of srv's ROLE reply, or "" on an error.
+func role(srv *redistest.Server) string {
+	v, err := srv.Do("ROLE").ToArray()
+	if err != nil || len(v) == 0 {
+		return ""
+	}
+	r, _ := v[0].ToString()
+	return r
+}
+
+// runSentinelChange spends a key through nginx on the Sentinel's master,
+// changes the master with change, spends it further and requires the
+// limit exact over the change, read the same by a Go store.
+func runSentinelChange(t *testing.T, s *redistest.Sentinel, change func() *redistest.Server) {
 	n := startNginx(t, 2, harnessConf(t, ""))
 	lua := &luaLimiter{url: n.URL, redis: s.URL(), prefix: "sent:", timeout: 500, client: newHTTPClient()}
 	const rate = 40
@@ -49,13 +111,17 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("before the failover: admitted %d of 15", before)
 	}
 	old := s.CurrentMaster()
-	next := s.Failover()
+	next := change()
 	if next == old {
 		t.Fatalf("the master is still %s after the failover", old.Addr())
 	}
 	after := spend(2 * rate)
 	if before+after != rate {
-		t.Errorf("admitted %d before and %d after the failover, want %d in all", before, after, rate)
+		t.Errorf("admitted %d before and %d after the change, want %d in all", before, after, rate)
+	}
+	// The workers learnt the new master from the Sentinels (they log it).
+	if want := "names " + next.Addr() + " as master of " + redistest.MasterName; !strings.Contains(n.Log(), want) {
+		t.Errorf("nginx's error log does not say %q", want)
 	}
 	// The new master holds the state, and a Go store on the Sentinels
 	// reads the same: the key is full.

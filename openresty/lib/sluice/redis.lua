@@ -291,7 +291,12 @@ local function sentinel_master(self)
       res, err = red:sentinel("get-master-addr-by-name", self.master)
       if res == nil then red:close() else release(self, red) end
       if type(res) == "table" and res[1] and res[2] then
-        m = { res[1], tonumber(res[2]), sentinel = idx }
+        local host, port = res[1], tonumber(res[2])
+        if m and (m[1] ~= host or m[2] ~= port) then
+          ngx.log(ngx.WARN, "sluice: Sentinel ", s[1], ":", s[2], " names ", host, ":", port,
+            " as master of ", self.master, " (was ", m[1], ":", m[2], ")")
+        end
+        m = { host, port, sentinel = idx }
         masters[self.name] = m
         return m
       end
