@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +71,8 @@ func testCerts(t *testing.T, dir string) {
 // (rediss://), verifying the server's certificate against the CA of
 // lua_ssl_trusted_certificate and the name server_name, and shares one
 // exact limit with a Go store on the plain port of the same server. A
-// certificate for another name is refused unless ssl_verify is false.
+// certificate for another name, or any without lua_ssl_trusted_certificate,
+// is refused unless ssl_verify is false.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	testCerts(t, dir)
@@ -83,9 +83,6 @@ func TestTLS(t *testing.T) {
 	srv := redistest.Standalone(t, "--tls-port", tlsPort,
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
-	if _, err := strconv.Atoi(tlsPort); err != nil {
-		t.Fatal(err)
-	}
 	n := startNginx(t, 2, harnessConf(t, "        lua_ssl_trusted_certificate "+filepath.Join(dir, "ca.pem")+";\n        lua_ssl_verify_depth 2;\n"))
 	url := "rediss://127.0.0.1:" + tlsPort
 	ctx := context.Background()
@@ -126,6 +123,16 @@ func TestTLS(t *testing.T) {
 		err := lua.Check(ctx, check("wrong"), &d)
 		if err == nil || !strings.Contains(err.Error(), "TLS") {
 			t.Errorf("a certificate for redis.test checked as other.test: err %v, want a TLS error", err)
+		}
+	})
+
+	t.Run("no trusted certificates", func(t *testing.T) {
+		bare := startNginx(t, 1, harnessConf(t, ""))
+		lua := &luaLimiter{url: bare.URL, redis: url, prefix: "tls:", serverName: "redis.test", verify: true, client: newHTTPClient()}
+		var d sluice.Decision
+		err := lua.Check(ctx, check("bare"), &d)
+		if err == nil || !strings.Contains(err.Error(), "TLS") {
+			t.Errorf("nginx without lua_ssl_trusted_certificate: err %v, want a TLS error", err)
 		}
 	})
 
