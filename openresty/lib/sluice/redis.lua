@@ -134,6 +134,10 @@ function _M.new(url, timeout, pool_size, keepalive, tls)
   -- name says all of it, the password as a digest.
   u.pool_suffix = concat({ "", u.tls and "tls" or "", u.server_name or "", u.ssl_verify and "v" or "",
     u.db or 0, u.user or "", u.password and ngx.crc32_long(u.password) or "" }, ":")
+  if u.mode == "sentinel" then
+    u.sentinel_pool_suffix = concat({ "", u.tls and "tls" or "", u.server_name or "", u.ssl_verify and "v" or "",
+      u.sentinel_username or "", u.sentinel_password and ngx.crc32_long(u.sentinel_password) or "" }, ":")
+  end
   return setmetatable(u, mt)
 end
 
@@ -285,7 +289,7 @@ local function sentinel_master(self)
     local idx = (first + i - 1) % n + 1
     local s = self.nodes[idx]
     local red, err = open(self, s[1], s[2], self.sentinel_username, self.sentinel_password,
-      s[1] .. ":" .. s[2] .. ":sentinel" .. (self.tls and ":tls" or ""))
+      s[1] .. ":" .. s[2] .. ":sentinel" .. self.sentinel_pool_suffix)
     if red then
       local res
       res, err = red:sentinel("get-master-addr-by-name", self.master)
