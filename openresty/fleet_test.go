@@ -224,7 +224,7 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
 	// The Go side: two processes (this test binary re-run as a worker),
 	// each with its own store, connections and call ids.
-	procs := workertest.Start(t, goWorkerEnv, goJob{URL: url, Goroutines: workers, Checks: perFront / workers,
+	procs := workertest.Start(t, goWorkerEnv, workertest.Job{URL: url, Goroutines: workers, Checks: perFront / workers,
 		Hit: sluice.Hit{Zone: "hot", Key: key, Limit: limit}}, 2)
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -273,19 +273,19 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	}
 	var goAdmitted int64
 	for i, p := range procs {
-		var r goResult
+		var r workertest.Result
 		if err := p.Result(&r); err != nil {
 			t.Fatal(err)
 		}
 		if len(r.Errors) > 0 {
 			t.Errorf("go process %d: %d errors, the first: %s", i, len(r.Errors), r.Errors[0])
 		}
-		if r.Allowed+r.Denied+len(r.Errors) != perFront {
+		if r.Allowed+r.Denied+int64(len(r.Errors)) != perFront {
 			t.Errorf("go process %d decided %d checks, want %d", i, r.Allowed+r.Denied, perFront)
 		}
-		goAdmitted += int64(r.Allowed)
-		admitted.Add(int64(r.Allowed))
-		denied.Add(int64(r.Denied))
+		goAdmitted += r.Allowed
+		admitted.Add(r.Allowed)
+		denied.Add(r.Denied)
 	}
 	wg.Wait()
 	t.Logf("admitted by nginx %d, by the Go processes %d", admitted.Load()-goAdmitted, goAdmitted)

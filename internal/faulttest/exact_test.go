@@ -1,11 +1,8 @@
 package faulttest
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,10 +28,7 @@ const (
 
 // job is what one worker process does.
 type job struct {
-	URL        string
-	Hit        sluice.Hit
-	Goroutines int
-	Attempts   int
+	workertest.Job
 	// Edge puts a Guard (policy closed) and a DenyCache in front of the
 	// store, as the server does.
 	Edge bool
@@ -42,10 +36,8 @@ type job struct {
 
 // result is what one worker process reports.
 type result struct {
-	Allowed, Denied int64
-	CacheHits       uint64 // denials from the deny cache, with Edge
-	Errors          []string
-	Start, End      time.Time
+	workertest.Result
+	CacheHits uint64 // denials from the deny cache, with Edge
 }
 
 func TestMain(m *testing.M) {
@@ -77,7 +69,7 @@ func work(spec []byte, ready func() error) (any, error) {
 	if err := ready(); err != nil {
 		return nil, err
 	}
-	r := hammer(l, j)
+	r := result{Result: workertest.Hammer(l, j.Job)}
 	if cache != nil {
 		r.CacheHits = cache.Stats().Hits
 	}
@@ -93,39 +85,6 @@ func edgeStack(store sluice.Limiter) (*edge.DenyCache, error) {
 		return nil, err
 	}
 	return edge.NewDenyCache(g, edge.DenyCacheOptions{})
-}
-
-// hammer runs the job's goroutines, each checking the hit Attempts times
-// as fast as it can.
-func hammer(l sluice.Limiter, j job) result {
-	var r result
-	var allowed, denied atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	c := sluice.Check{Hits: []sluice.Hit{j.Hit}, Cost: 1}
-	r.Start = time.Now()
-	for range j.Goroutines {
-		wg.Go(func() {
-			var d sluice.Decision
-			for range j.Attempts {
-				if err := l.Check(context.Background(), c, &d); err != nil {
-					mu.Lock()
-					r.Errors = append(r.Errors, err.Error())
-					mu.Unlock()
-					continue
-				}
-				if d.Allowed {
-					allowed.Add(1)
-				} else {
-					denied.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	r.End = time.Now()
-	r.Allowed, r.Denied = allowed.Load(), denied.Load()
-	return r
 }
 
 // runWorkers starts the worker processes on j, waits until all are ready,
@@ -184,11 +143,13 @@ func exactRun(t *testing.T, url string, algo sluice.Algorithm, withEdge bool) {
 	t.Helper()
 	l := sluice.Limit{Rate: rate, Window: time.Hour, Algorithm: algo}
 	j := job{
-		URL:        url,
-		Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
-		Goroutines: goroutines,
-		Attempts:   attempts,
-		Edge:       withEdge,
+		Job: workertest.Job{
+			URL:        url,
+			Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
+			Goroutines: goroutines,
+			Checks:     attempts,
+		},
+		Edge: withEdge,
 	}
 	results := runWorkers(t, j)
 	assertExact(t, l, results)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +142,71 @@ func (w *Worker) Result(v any) error {
 		return fmt.Errorf("worker result: %w", err)
 	}
 	return nil
+}
+
+// Job is the usual worker's job: Goroutines callers, each making Checks
+// checks of Hit at cost 1, as fast as it can, on the Redis at URL.
+type Job struct {
+	URL        string
+	Hit        sluice.Hit
+	Goroutines int
+	Checks     int
+}
+
+// Result is what Hammer reports.
+type Result struct {
+	Allowed, Denied int64
+	Errors          []string
+	Start, End      time.Time
+}
+
+// Hammer runs j's callers on l and returns what they got.
+func Hammer(l sluice.Limiter, j Job) Result {
+	var r Result
+	var allowed, denied atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	c := sluice.Check{Hits: []sluice.Hit{j.Hit}, Cost: 1}
+	r.Start = time.Now()
+	for range j.Goroutines {
+		wg.Go(func() {
+			var d sluice.Decision
+			for range j.Checks {
+				if err := l.Check(context.Background(), c, &d); err != nil {
+					mu.Lock()
+					r.Errors = append(r.Errors, err.Error())
+					mu.Unlock()
+					continue
+				}
+				if d.Allowed {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.End = time.Now()
+	r.Allowed, r.Denied = allowed.Load(), denied.Load()
+	return r
+}
+
+// Work is a worker function for Main that runs a Job (JSON) with a store
+// of its own (Dial, with a generous 5 s timeout: a check that timed out
+// may still have been counted) and returns its Result.
+func Work(spec []byte, ready func() error) (any, error) {
+	var j Job
+	if err := json.Unmarshal(spec, &j); err != nil {
+		return nil, err
+	}
+	store, err := Dial(j.URL, redisstore.Options{Timeout: 5 * time.Second}, j.Hit)
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	if err := ready(); err != nil {
+		return nil, err
+	}
+	return Hammer(store, j), nil
 }
