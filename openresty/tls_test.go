@@ -8,9 +8,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,10 +78,7 @@ func testCerts(t *testing.T, dir string) {
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	testCerts(t, dir)
-	_, tlsPort, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tlsPort := port(t)
 	srv := redistest.Standalone(t, "--tls-port", tlsPort,
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
@@ -143,4 +142,95 @@ func TestTLS(t *testing.T) {
 			t.Errorf("ssl_verify false: allowed %v, err %v; want allowed", d.Allowed, err)
 		}
 	})
+}
+
+// TestTLSSentinel: with rediss-sentinel://, the module asks a real
+// redis-sentinel on its TLS port for the master and reaches the master
+// on its TLS port, both verified as redis.test; the limit is exact and
+// the master holds it.
+func TestTLSSentinel(t *testing.T) {
+	dir := t.TempDir()
+	testCerts(t, dir)
+	tlsArgs := []string{"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
+		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no"}
+	masterTLS := port(t)
+	master := redistest.Standalone(t, append([]string{"--tls-port", masterTLS, "--tls-replication", "yes"}, tlsArgs...)...)
+	sentinelPlain, sentinelTLS := port(t), port(t)
+	conf := filepath.Join(dir, "sentinel.conf")
+	// The same TLS options as the master's, as configuration lines.
+	var tlsConf strings.Builder
+	for i := 0; i < len(tlsArgs); i += 2 {
+		tlsConf.WriteString(strings.TrimPrefix(tlsArgs[i], "--") + " " + tlsArgs[i+1] + "\n")
+	}
+	text := "port " + sentinelPlain + "\nbind 127.0.0.1\nprotected-mode no\ndir " + dir + "\n" +
+		"tls-port " + sentinelTLS + "\ntls-replication yes\n" + tlsConf.String() +
+		"sentinel monitor " + redistest.MasterName + " 127.0.0.1 " + masterTLS + " 1\n"
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sentinel := exec.CommandContext(ctx, redistest.Binary(t, "redis-sentinel"), conf)
+	sentinel.Stdout, sentinel.Stderr = os.Stderr, os.Stderr
+	if err := sentinel.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sentinel.Process.Kill(); sentinel.Wait() })
+	waitPong(t, "127.0.0.1:"+sentinelPlain)
+
+	n := startNginx(t, 2, harnessConf(t, "        lua_ssl_trusted_certificate "+filepath.Join(dir, "ca.pem")+";\n"))
+	lua := &luaLimiter{url: n.URL, redis: "rediss-sentinel://127.0.0.1:" + sentinelTLS + "/" + redistest.MasterName,
+		prefix: "tlss:", serverName: "redis.test", verify: true, client: newHTTPClient()}
+	const rate = 10
+	c := sluice.Check{Hits: []sluice.Hit{{Zone: "z", Key: "k", Limit: sluice.Limit{Rate: rate, Window: time.Hour}}}, Cost: 1}
+	admitted := 0
+	for range rate + 5 {
+		var d sluice.Decision
+		if err := lua.Check(ctx, c, &d); err != nil {
+			t.Fatalf("check over rediss-sentinel: %v", err)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != rate {
+		t.Errorf("admitted %d, want %d", admitted, rate)
+	}
+	if n, err := master.Do("EXISTS", "tlss:z{k}:W3600000000").AsInt64(); err != nil || n != 1 {
+		t.Errorf("the key on the master: EXISTS %d (%v), want 1", n, err)
+	}
+}
+
+// port returns a free port of 127.0.0.1.
+func port(t *testing.T) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitPong waits (up to 10 s) until the server at addr answers PING.
+func waitPong(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.SetDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 7)
+			_, err = c.Write([]byte("PING\r\n"))
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not answer PING after 10 s", addr)
+		}
+		<-time.After(50 * time.Millisecond) // a process starting: nothing to wait on but the port
+	}
 }
