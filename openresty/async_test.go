@@ -58,7 +58,7 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			for next.Add(1) <= requests {
-				resp, err := client.Get(fronts[i%2].URL + "/async?key=" + key + "&limits=1000r/h")
+				resp, err := client.Get(fronts[i%2].url + "/async?key=" + key + "&limits=1000r/h")
 				if err != nil {
 					t.Error(err)
 					return
@@ -86,7 +86,7 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 			// The next tick pending, a round running, and a tick that
 			// found it running and is returning: at most 3, whatever the
 			// number of requests.
-			if got := strings.TrimSpace(mustGet(t, f.URL+"/timers")); got < "1" || got > "3" || len(got) != 1 {
+			if got := strings.TrimSpace(mustGet(t, f.url+"/timers")); got < "1" || got > "3" || len(got) != 1 {
 				t.Errorf("a worker has %s timers under load, want 1 to 3 (its flush timer)", got)
 			}
 		}

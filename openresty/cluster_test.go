@@ -24,7 +24,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	}
 	c := redistest.NewCluster(t)
 	n := startNginx(t, 1, harnessConf(t, ""))
-	l := &luaLimiter{url: n.URL, redis: c.URL(), prefix: "mig:", client: newHTTPClient()}
+	l := &luaLimiter{url: n.url, redis: c.URL(), prefix: "mig:", client: newHTTPClient()}
 	const key = "migrating"
 	stateKey := "mig:{" + key + "}:L3600000000"
 	slot := redistest.Slot(stateKey)

@@ -17,7 +17,7 @@ func factory(n *nginx, redisURL string) storetest.Factory {
 	var seq atomic.Int64
 	client := newHTTPClient()
 	return func(t *testing.T, now func() time.Time) sluice.Limiter {
-		return &luaLimiter{url: n.URL, redis: redisURL, prefix: fmt.Sprintf("lua%d:", seq.Add(1)), now: now, client: client}
+		return &luaLimiter{url: n.url, redis: redisURL, prefix: fmt.Sprintf("lua%d:", seq.Add(1)), now: now, client: client}
 	}
 }
 

@@ -22,8 +22,8 @@ func TestDenyCacheNeverDeniesWhatTheStoreAllows(t *testing.T) {
 	for _, algo := range sluice.Algorithms() {
 		t.Run(string(algo), func(t *testing.T) {
 			prefix := fmt.Sprintf("deny-%s-%d:", algo, time.Now().UnixNano())
-			cached := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: prefix, edge: true, client: newHTTPClient()}
-			store := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: prefix, client: newHTTPClient()}
+			cached := &luaLimiter{url: n.url, redis: srv.URL(), prefix: prefix, edge: true, client: newHTTPClient()}
+			store := &luaLimiter{url: n.url, redis: srv.URL(), prefix: prefix, client: newHTTPClient()}
 			limit := sluice.Limit{Rate: 3, Window: 300 * time.Millisecond, Algorithm: algo}
 			if algo == sluice.Buckets {
 				limit.Resolution = 50 * time.Millisecond
@@ -79,8 +79,8 @@ func TestDenyCacheAdmitsAsTheStore(t *testing.T) {
 	n := startNginx(t, 2, harnessConf(t, ""))
 	for _, algo := range []sluice.Algorithm{sluice.Log, sluice.GCRA, sluice.SlidingWindow} {
 		t.Run(string(algo), func(t *testing.T) {
-			cached := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: fmt.Sprintf("dc-%s-%d:", algo, time.Now().UnixNano()), edge: true, client: newHTTPClient()}
-			plain := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: fmt.Sprintf("pl-%s-%d:", algo, time.Now().UnixNano()), client: newHTTPClient()}
+			cached := &luaLimiter{url: n.url, redis: srv.URL(), prefix: fmt.Sprintf("dc-%s-%d:", algo, time.Now().UnixNano()), edge: true, client: newHTTPClient()}
+			plain := &luaLimiter{url: n.url, redis: srv.URL(), prefix: fmt.Sprintf("pl-%s-%d:", algo, time.Now().UnixNano()), client: newHTTPClient()}
 			limit := sluice.Limit{Rate: 10, Window: time.Second, Algorithm: algo}
 			c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: limit}}, Cost: 1}
 			var fromCache, admittedCached, admittedPlain int

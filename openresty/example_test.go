@@ -59,7 +59,7 @@ func TestExample(t *testing.T) {
 	n := startExample(t, srv.URL())
 	policy := `"10r/s";q=10;w=1, "500r/h";q=500;w=3600`
 	for i := range 10 {
-		resp, body := get(t, n.URL+"/api/x?token=alice")
+		resp, body := get(t, n.url+"/api/x?token=alice")
 		if resp.StatusCode != http.StatusOK || body != "app\n" {
 			t.Fatalf("request %d: %s %q, want 200 from the app", i+1, resp.Status, body)
 		}
@@ -71,7 +71,7 @@ func TestExample(t *testing.T) {
 			t.Errorf("request %d: RateLimit = %q, want %s", i+1, got, want)
 		}
 	}
-	resp, body := get(t, n.URL+"/api/x?token=alice")
+	resp, body := get(t, n.url+"/api/x?token=alice")
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("11th request: %s, want 429", resp.Status)
 	}
@@ -93,10 +93,10 @@ func TestExample(t *testing.T) {
 	if body != wantBody {
 		t.Errorf("denied body = %q, want %q", body, wantBody)
 	}
-	if resp, _ := get(t, n.URL+"/api/x?token=bob"); resp.StatusCode != http.StatusOK {
+	if resp, _ := get(t, n.url+"/api/x?token=bob"); resp.StatusCode != http.StatusOK {
 		t.Errorf("another token: %s, want 200", resp.Status)
 	}
-	if resp, _ := get(t, n.URL+"/api/x"); resp.StatusCode != http.StatusBadRequest {
+	if resp, _ := get(t, n.url+"/api/x"); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("no token: %s, want 400", resp.Status)
 	}
 }

@@ -143,7 +143,7 @@ func TestRedisFailure(t *testing.T) {
 				defer checkMedian(t)
 				srv := redistest.Standalone(t)
 				n := startNginx(t, 2, harnessConf(t, breakerConf))
-				l := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: "fail:", edge: true, policy: policy,
+				l := &luaLimiter{url: n.url, redis: srv.URL(), prefix: "fail:", edge: true, policy: policy,
 					timeout: failTimeout, client: newHTTPClient()}
 				limit := sluice.Limit{Rate: 5, Window: time.Hour, Algorithm: sluice.Log}
 				c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: limit}}, Cost: 1}
@@ -174,7 +174,7 @@ func TestRedisFailure(t *testing.T) {
 				for range 12 {
 					expectPolicy(t, timedCheck(t, l, c), policy)
 				}
-				if got := strings.TrimSpace(mustGet(t, n.URL+"/breaker")); got != "open" {
+				if got := strings.TrimSpace(mustGet(t, n.url+"/breaker")); got != "open" {
 					t.Fatalf("breaker %s after 12 failed checks, want open", got)
 				}
 				switch fault {

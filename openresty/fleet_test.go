@@ -120,7 +120,7 @@ func runSameDecisions(t *testing.T, client rueidis.Client, redisURL string, n *n
 				t.Fatal(err)
 			}
 			defer gs.Close()
-			lua := &luaLimiter{url: n.URL, redis: redisURL, prefix: "lua" + prefix, now: clock.Now, client: newHTTPClient()}
+			lua := &luaLimiter{url: n.url, redis: redisURL, prefix: "lua" + prefix, now: clock.Now, client: newHTTPClient()}
 			r := rand.New(rand.NewPCG(seed, 14))
 			keys := []string{"alpha", "beta", "gamma{x}", "\xff\xfe"}
 			var want, got sluice.Decision
@@ -237,7 +237,7 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 	// another key first, so that both sides start warm.
 	for _, n := range fronts {
 		for range 4 {
-			resp, err := client.Get(n.URL + "/hot?key=" + key + "-warm&limits=1r/s")
+			resp, err := client.Get(n.url + "/hot?key=" + key + "-warm&limits=1r/s")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,7 +248,7 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 		for range workers {
 			wg.Go(func() {
 				for range perFront / workers {
-					resp, err := client.Get(n.URL + "/hot?key=" + key + "&limits=" + fmt.Sprint(rate) + "r/d&algo=" + string(algo) + res)
+					resp, err := client.Get(n.url + "/hot?key=" + key + "&limits=" + fmt.Sprint(rate) + "r/d&algo=" + string(algo) + res)
 					if err != nil {
 						t.Error(err)
 						return

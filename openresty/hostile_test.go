@@ -51,7 +51,7 @@ func hostileKeys() []string {
 func TestHostileKeys(t *testing.T) {
 	srv := redistest.Standalone(t)
 	n := startNginx(t, 1, harnessConf(t, dictConf))
-	lua := &luaLimiter{url: n.URL, redis: srv.URL(), prefix: "lua-h:", edge: true, client: newHTTPClient()}
+	lua := &luaLimiter{url: n.url, redis: srv.URL(), prefix: "lua-h:", edge: true, client: newHTTPClient()}
 	gs, err := redisstore.New(srv.Client(), redisstore.Options{Prefix: "go-h:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestHostileKeys(t *testing.T) {
 		t.Errorf("%d distinct ungrouped tags, want one per key: %d", len(slotOfKey), want)
 	}
 	var entries, maxKey, maxVal int
-	fmt.Sscan(mustGet(t, n.URL+"/dictstat"), &entries, &maxKey, &maxVal)
+	fmt.Sscan(mustGet(t, n.url+"/dictstat"), &entries, &maxKey, &maxVal)
 	if entries == 0 || maxKey > 64 || maxVal > 256 {
 		t.Errorf("deny cache: %d entries, longest key %d bytes, longest value %d: want some, keys <= 64, values <= 256", entries, maxKey, maxVal)
 	}

@@ -32,8 +32,12 @@ func requireLua(t testing.TB) {
 	}
 }
 
-// nginx is a running nginx with the module, stopped when the test ends.
-type nginx = nginxtest.Nginx
+// nginx is a running nginx with the module (internal/nginxtest), stopped
+// when the test ends.
+type nginx struct {
+	*nginxtest.Nginx
+	url string // Nginx.URL, as the tests spell it
+}
 
 // libDir returns the absolute path of the module's Lua files.
 func libDir(t testing.TB) string {
@@ -110,7 +114,7 @@ http {
 func startNginxConf(t testing.TB, conf func(listen, dir string) string) *nginx {
 	t.Helper()
 	requireLua(t)
-	return nginxtest.StartConf(t, func(listen, dir string) string {
+	n := nginxtest.StartConf(t, func(listen, dir string) string {
 		text := conf(listen, dir)
 		if os.Geteuid() == 0 {
 			// nginx started by root runs its workers as nobody, who
@@ -122,6 +126,7 @@ func startNginxConf(t testing.TB, conf func(listen, dir string) string) *nginx {
 		}
 		return text
 	})
+	return &nginx{Nginx: n, url: n.URL}
 }
 
 func freeAddr(t testing.TB) string {

@@ -37,7 +37,7 @@ func TestParseLimitsAsGo(t *testing.T) {
 	for _, spec := range specs {
 		t.Run(fmt.Sprintf("%q", spec), func(t *testing.T) {
 			want, werr := sluice.ParseLimits(spec)
-			got := strings.TrimSpace(mustGet(t, n.URL+"/parse?s="+url.QueryEscape(spec)))
+			got := strings.TrimSpace(mustGet(t, n.url+"/parse?s="+url.QueryEscape(spec)))
 			if werr != nil {
 				if !errors.Is(werr, sluice.ErrInvalid) {
 					t.Fatalf("Go: %v", werr)

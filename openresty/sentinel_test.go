@@ -87,7 +87,7 @@ func role(srv *redistest.Server) string {
 // limit exact over the change, read the same by a Go store.
 func runSentinelChange(t *testing.T, s *redistest.Sentinel, change func() *redistest.Server) {
 	n := startNginx(t, 2, harnessConf(t, ""))
-	lua := &luaLimiter{url: n.URL, redis: s.URL(), prefix: "sent:", timeout: 500, client: newHTTPClient()}
+	lua := &luaLimiter{url: n.url, redis: s.URL(), prefix: "sent:", timeout: 500, client: newHTTPClient()}
 	const rate = 40
 	limit := sluice.Limit{Rate: rate, Window: 24 * time.Hour, Algorithm: sluice.Log}
 	c := sluice.Check{Hits: []sluice.Hit{{Zone: "z", Key: "hot", Limit: limit}}, Cost: 1}

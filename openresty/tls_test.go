@@ -91,7 +91,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	t.Run("verified", func(t *testing.T) {
-		lua := &luaLimiter{url: n.URL, redis: url, prefix: "tls:", serverName: "redis.test", verify: true, client: newHTTPClient()}
+		lua := &luaLimiter{url: n.url, redis: url, prefix: "tls:", serverName: "redis.test", verify: true, client: newHTTPClient()}
 		store, err := redisstore.Dial(srv.URL(), redisstore.Options{Prefix: "tls:", Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +117,7 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("wrong name", func(t *testing.T) {
-		lua := &luaLimiter{url: n.URL, redis: url, prefix: "tls:", serverName: "other.test", verify: true, client: newHTTPClient()}
+		lua := &luaLimiter{url: n.url, redis: url, prefix: "tls:", serverName: "other.test", verify: true, client: newHTTPClient()}
 		var d sluice.Decision
 		err := lua.Check(ctx, check("wrong"), &d)
 		if err == nil || !strings.Contains(err.Error(), "TLS") {
@@ -127,7 +127,7 @@ func TestTLS(t *testing.T) {
 
 	t.Run("no trusted certificates", func(t *testing.T) {
 		bare := startNginx(t, 1, harnessConf(t, ""))
-		lua := &luaLimiter{url: bare.URL, redis: url, prefix: "tls:", serverName: "redis.test", verify: true, client: newHTTPClient()}
+		lua := &luaLimiter{url: bare.url, redis: url, prefix: "tls:", serverName: "redis.test", verify: true, client: newHTTPClient()}
 		var d sluice.Decision
 		err := lua.Check(ctx, check("bare"), &d)
 		if err == nil || !strings.Contains(err.Error(), "TLS") {
@@ -136,7 +136,7 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("unverified", func(t *testing.T) {
-		lua := &luaLimiter{url: n.URL, redis: url, prefix: "tls:", serverName: "other.test", verify: false, client: newHTTPClient()}
+		lua := &luaLimiter{url: n.url, redis: url, prefix: "tls:", serverName: "other.test", verify: false, client: newHTTPClient()}
 		var d sluice.Decision
 		if err := lua.Check(ctx, check("unverified"), &d); err != nil || !d.Allowed {
 			t.Errorf("ssl_verify false: allowed %v, err %v; want allowed", d.Allowed, err)
@@ -179,7 +179,7 @@ func TestTLSSentinel(t *testing.T) {
 	waitPong(t, "127.0.0.1:"+sentinelPlain)
 
 	n := startNginx(t, 2, harnessConf(t, "        lua_ssl_trusted_certificate "+filepath.Join(dir, "ca.pem")+";\n"))
-	lua := &luaLimiter{url: n.URL, redis: "rediss-sentinel://127.0.0.1:" + sentinelTLS + "/" + redistest.MasterName,
+	lua := &luaLimiter{url: n.url, redis: "rediss-sentinel://127.0.0.1:" + sentinelTLS + "/" + redistest.MasterName,
 		prefix: "tlss:", serverName: "redis.test", verify: true, client: newHTTPClient()}
 	const rate = 10
 	c := sluice.Check{Hits: []sluice.Hit{{Zone: "z", Key: "k", Limit: sluice.Limit{Rate: rate, Window: time.Hour}}}, Cost: 1}
