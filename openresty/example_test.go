@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/nginxtest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -30,7 +31,7 @@ func startExample(t *testing.T, redisURL string) *nginx {
 			"timeout = 50,", "timeout = 2000,",
 			"listen 8080;", "listen "+listen+";",
 			"127.0.0.1:9000", app,
-			"http {", "http {\n"+tempPaths(dir),
+			"http {", "http {\n"+nginxtest.Paths(dir),
 		)
 		return "daemon off;\npid " + dir + "/nginx.pid;\nerror_log stderr warn;\n" + r.Replace(string(raw))
 	})

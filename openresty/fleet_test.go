@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/internal/workertest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -183,9 +184,9 @@ func hotConf(redisURL string) string {
 `, redisURL)
 }
 
-// TestMixedFleet: two nginx (two workers each) and two Go stores (each
-// with its own connection and call ids) spend one hot key at once, on the
-// Redis clock. The admitted total is exactly the limit, as one store
+// TestMixedFleet: two nginx (two workers each) and two Go processes (this
+// test binary re-run as workers, each with its own redisstore.Store,
+// connections and call ids) spend one hot key at once, on the Redis clock. The admitted total is exactly the limit, as one store
 // admits: nothing over, nothing under.
 func TestMixedFleet(t *testing.T) {
 	for _, tc := range []struct {
@@ -221,21 +222,27 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 		limit.Resolution = time.Hour
 	}
 	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
-	var stores []*redisstore.Store
-	for range 2 {
-		s, err := redisstore.Dial(url, redisstore.Options{Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	// The Go side: two processes (this test binary re-run as a worker),
+	// each with its own store, connections and call ids.
+	procs := workertest.Start(t, goWorkerEnv, workertest.Job{URL: url, Goroutines: workers, Checks: perFront / workers,
+		Hit: sluice.Hit{Zone: "hot", Key: key, Limit: limit}}, 2)
 	var admitted, denied atomic.Int64
 	var wg sync.WaitGroup
 	client := newHTTPClient()
 	res := ""
 	if algo == sluice.Buckets {
 		res = "&resolution=3600000000"
+	}
+	// The first requests of an nginx worker load the module: a few on
+	// another key first, so that both sides start warm.
+	for _, n := range fronts {
+		for range 4 {
+			resp, err := client.Get(n.url + "/hot?key=" + key + "-warm&limits=1r/s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
 	}
 	for _, n := range fronts {
 		for range workers {
@@ -259,27 +266,31 @@ func runMixedFleet(t *testing.T, url string, fronts []*nginx, algo sluice.Algori
 			})
 		}
 	}
-	for _, s := range stores {
-		for range workers {
-			wg.Go(func() {
-				for range perFront / workers {
-					var d sluice.Decision
-					c := sluice.Check{Hits: []sluice.Hit{{Zone: "hot", Key: key, Limit: limit}}, Cost: 1}
-					if err := s.Check(context.Background(), c, &d); err != nil {
-						t.Error(err)
-						return
-					}
-					if d.Allowed {
-						admitted.Add(1)
-					} else {
-						denied.Add(1)
-					}
-				}
-			})
+	for _, p := range procs {
+		if err := p.Go(); err != nil {
+			t.Fatal(err)
 		}
 	}
+	var goAdmitted int64
+	for i, p := range procs {
+		var r workertest.Result
+		if err := p.Result(&r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Errors) > 0 {
+			t.Errorf("go process %d: %d errors, the first: %s", i, len(r.Errors), r.Errors[0])
+		}
+		if r.Allowed+r.Denied+int64(len(r.Errors)) != perFront {
+			t.Errorf("go process %d decided %d checks, want %d", i, r.Allowed+r.Denied, perFront)
+		}
+		goAdmitted += r.Allowed
+		admitted.Add(r.Allowed)
+		denied.Add(r.Denied)
+	}
 	wg.Wait()
+	t.Logf("admitted by nginx %d, by the Go processes %d", admitted.Load()-goAdmitted, goAdmitted)
 	if got := admitted.Load(); got != rate {
-		t.Errorf("admitted %d of %d (denied %d), want exactly %d", got, 4*perFront, denied.Load(), rate)
+		t.Errorf("admitted %d of %d (nginx %d, Go processes %d; denied %d), want exactly %d",
+			got, 4*perFront, got-goAdmitted, goAdmitted, denied.Load(), rate)
 	}
 }

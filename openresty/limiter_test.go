@@ -27,7 +27,10 @@ type luaLimiter struct {
 	policy string
 	// timeout is the module's Redis timeout in ms (0: the harness's 2000).
 	timeout int
-	client  *http.Client
+	// serverName and verify are the TLS options of a rediss URL.
+	serverName string
+	verify     bool
+	client     *http.Client
 }
 
 var _ sluice.Limiter = (*luaLimiter)(nil)
@@ -54,6 +57,13 @@ func (l *luaLimiter) encode(c sluice.Check) string {
 	}
 	if l.timeout != 0 {
 		fmt.Fprintf(&b, "timeout %d\n", l.timeout)
+	}
+	if l.serverName != "" {
+		v := 0
+		if l.verify {
+			v = 1
+		}
+		fmt.Fprintf(&b, "tls x%x %d\n", l.serverName, v)
 	}
 	shadow := 0
 	if c.Shadow {

@@ -1,16 +1,11 @@
 package openresty
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/nginxtest"
 )
@@ -37,12 +32,11 @@ func requireLua(t testing.TB) {
 	}
 }
 
-// nginx is a running nginx with the module, stopped when the test ends.
+// nginx is a running nginx with the module (internal/nginxtest), stopped
+// when the test ends.
 type nginx struct {
-	addr, url, dir string
-	cmd            *exec.Cmd
-	out            *syncBuffer
-	exited         chan struct{}
+	*nginxtest.Nginx
+	url string // Nginx.URL, as the tests spell it
 }
 
 // libDir returns the absolute path of the module's Lua files.
@@ -87,10 +81,9 @@ func harnessConf(t testing.TB, extra string) func(listen string) string {
 	}
 }
 
-// startNginx runs nginx in the foreground on a free port with workers
+// startNginx runs nginx with the module (internal/nginxtest) with workers
 // worker processes (under a master when more than one) and the http block
-// httpConf writes, waits until it accepts connections and stops it when
-// the test ends.
+// httpConf writes.
 func startNginx(t testing.TB, workers int, httpConf func(listen string) string) *nginx {
 	t.Helper()
 	return startNginxConf(t, func(listen, dir string) string {
@@ -108,21 +101,12 @@ pid %s/nginx.pid;
 error_log stderr warn;
 events { worker_connections 1024; }
 http {
+    access_log off;
 %s
 %s
 }
-`, ndkModule, luaModule, master, workers, dir, tempPaths(dir), httpConf(listen))
+`, ndkModule, luaModule, master, workers, dir, nginxtest.Paths(dir), httpConf(listen))
 	})
-}
-
-// tempPaths are the http directives that keep nginx's files in dir.
-func tempPaths(dir string) string {
-	return fmt.Sprintf(`    access_log off;
-    client_body_temp_path %[1]s/client_body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;`, dir)
 }
 
 // startNginxConf runs nginx with the whole configuration conf writes for
@@ -130,72 +114,20 @@ func tempPaths(dir string) string {
 func startNginxConf(t testing.TB, conf func(listen, dir string) string) *nginx {
 	t.Helper()
 	requireLua(t)
-	bin := nginxtest.Require(t)
-	addr := freeAddr(t)
-	dir := t.TempDir()
-	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "nginx.conf")
-	text := conf(addr, dir)
-	if os.Geteuid() == 0 {
-		// nginx started by root runs its workers as nobody, who cannot
-		// read a checkout (or a test directory) under a 0700 directory,
-		// such as a clone made in mktemp -d: the workers would not find
-		// the module. Tests keep the workers as the user who runs them.
-		text = "user root;\n" + text
-	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n := &nginx{addr: addr, url: "http://" + addr, dir: dir, out: &syncBuffer{}, exited: make(chan struct{})}
-	n.cmd = exec.Command(bin, "-p", dir+"/", "-c", path, "-e", "stderr")
-	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.cmd.Wait(); close(n.exited) }()
-	t.Cleanup(func() {
-		n.stop()
-		if s := n.out.String(); s != "" {
-			t.Logf("nginx error log:\n%s", s)
+	n := nginxtest.StartConf(t, func(listen, dir string) string {
+		text := conf(listen, dir)
+		if os.Geteuid() == 0 {
+			// nginx started by root runs its workers as nobody, who
+			// cannot read a checkout (or a test directory) under a 0700
+			// directory, such as a clone made in mktemp -d: the workers
+			// would not find the module. Tests keep the workers as the
+			// user who runs them.
+			text = "user root;\n" + text
 		}
+		return text
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return n
-		}
-		select {
-		case <-n.exited:
-			t.Fatalf("nginx exited:\n%s", n.out.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx not listening on %s:\n%s", addr, n.out.String())
-		}
-	}
+	return &nginx{Nginx: n, url: n.URL}
 }
-
-func (n *nginx) stop() {
-	select {
-	case <-n.exited:
-		return
-	default:
-	}
-	n.cmd.Process.Signal(quitSignal)
-	select {
-	case <-n.exited:
-	case <-time.After(5 * time.Second):
-		n.cmd.Process.Kill()
-		<-n.exited
-	}
-}
-
-// errorLog returns what nginx wrote to its error log so far.
-func (n *nginx) errorLog() string { return n.out.String() }
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -205,21 +137,4 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Clone(b.buf.String())
 }

@@ -1,22 +1,15 @@
 package faulttest
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/workertest"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -35,10 +28,7 @@ const (
 
 // job is what one worker process does.
 type job struct {
-	URL        string
-	Hit        sluice.Hit
-	Goroutines int
-	Attempts   int
+	workertest.Job
 	// Edge puts a Guard (policy closed) and a DenyCache in front of the
 	// store, as the server does.
 	Edge bool
@@ -46,66 +36,44 @@ type job struct {
 
 // result is what one worker process reports.
 type result struct {
-	Allowed, Denied int64
-	CacheHits       uint64 // denials from the deny cache, with Edge
-	Errors          []string
-	Start, End      time.Time
+	workertest.Result
+	CacheHits uint64 // denials from the deny cache, with Edge
 }
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(workerEnv); spec != "" {
-		os.Exit(work(spec))
-	}
+	workertest.Main(workerEnv, work)
 	os.Exit(m.Run())
 }
 
-// work runs a worker's job and prints its result; it returns the exit code.
-func work(spec string) int {
+// work runs a worker's job once the test lets it go (internal/workertest).
+func work(spec []byte, ready func() error) (any, error) {
 	var j job
-	if err := json.Unmarshal([]byte(spec), &j); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: bad job %q: %v\n", spec, err)
-		return 2
+	if err := json.Unmarshal(spec, &j); err != nil {
+		return nil, err
 	}
 	// A generous timeout: this test is about exactness under contention,
 	// not latency, and a check that timed out may still have been counted.
-	store, err := redisstore.Dial(j.URL, redisstore.Options{Timeout: 5 * time.Second})
+	store, err := workertest.Dial(j.URL, redisstore.Options{Timeout: 5 * time.Second}, j.Hit)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-		return 2
+		return nil, err
 	}
 	defer store.Close()
-	// Connect and load the scripts before the start, with a peek on
-	// another key.
-	warm := j.Hit
-	warm.Key += "-warm"
-	var d sluice.Decision
-	if err := store.Check(context.Background(), sluice.Check{Hits: []sluice.Hit{warm}}, &d); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: warm-up: %v\n", err)
-		return 2
-	}
 	var l sluice.Limiter = store
 	var cache *edge.DenyCache
 	if j.Edge {
 		if cache, err = edgeStack(store); err != nil {
-			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
-			return 2
+			return nil, err
 		}
 		l = cache
 	}
-	// Start together: say ready, wait for the go.
-	fmt.Println(ready)
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		fmt.Fprintf(os.Stderr, "worker: waiting for the start: %v\n", err)
-		return 2
+	if err := ready(); err != nil {
+		return nil, err
 	}
-	r := hammer(l, j)
+	r := result{Result: workertest.Hammer(l, j.Job)}
 	if cache != nil {
 		r.CacheHits = cache.Stats().Hits
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
-		return 2
-	}
-	return 0
+	return r, nil
 }
 
 // edgeStack puts a DenyCache and a Guard in front of store. The Guard's
@@ -119,135 +87,21 @@ func edgeStack(store sluice.Limiter) (*edge.DenyCache, error) {
 	return edge.NewDenyCache(g, edge.DenyCacheOptions{})
 }
 
-// hammer runs the job's goroutines, each checking the hit Attempts times
-// as fast as it can.
-func hammer(l sluice.Limiter, j job) result {
-	var r result
-	var allowed, denied atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	c := sluice.Check{Hits: []sluice.Hit{j.Hit}, Cost: 1}
-	r.Start = time.Now()
-	for range j.Goroutines {
-		wg.Go(func() {
-			var d sluice.Decision
-			for range j.Attempts {
-				if err := l.Check(context.Background(), c, &d); err != nil {
-					mu.Lock()
-					r.Errors = append(r.Errors, err.Error())
-					mu.Unlock()
-					continue
-				}
-				if d.Allowed {
-					allowed.Add(1)
-				} else {
-					denied.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	r.End = time.Now()
-	r.Allowed, r.Denied = allowed.Load(), denied.Load()
-	return r
-}
-
-// ready is the line a worker prints when it is connected and warmed up;
-// it then waits for a line on its standard input before it starts.
-const ready = "ready"
-
-// A workerProc is one running worker process.
-type workerProc struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Reader
-	stderr strings.Builder
-}
-
-func startWorker(ctx context.Context, spec []byte) (*workerProc, error) {
-	w := &workerProc{cmd: exec.CommandContext(ctx, os.Args[0])}
-	w.cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
-	w.cmd.Stderr = &w.stderr
-	var err error
-	if w.in, err = w.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	out, err := w.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	w.out = bufio.NewReader(out)
-	return w, w.cmd.Start()
-}
-
-// waitReady reads the worker's ready line.
-func (w *workerProc) waitReady() error {
-	line, err := w.out.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != ready {
-		return fmt.Errorf("not ready: %q, %v\n%s", line, err, w.stderr.String())
-	}
-	return nil
-}
-
-// result tells the worker to go and reads its result.
-func (w *workerProc) result() (result, error) {
-	var r result
-	if _, err := io.WriteString(w.in, "go\n"); err != nil {
-		return r, err
-	}
-	w.in.Close()
-	err := json.NewDecoder(w.out).Decode(&r)
-	if werr := w.cmd.Wait(); werr != nil {
-		return r, fmt.Errorf("%v\n%s", werr, w.stderr.String())
-	}
-	return r, err
-}
-
 // runWorkers starts the worker processes on j, waits until all are ready,
 // lets them go together and returns their results.
 func runWorkers(t *testing.T, j job) []result {
 	t.Helper()
-	spec, err := json.Marshal(j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var workers []*workerProc
-	defer func() { // on an early failure: no worker outlives the test
-		for _, w := range workers {
-			if w.cmd.ProcessState == nil {
-				w.cmd.Process.Kill()
-				w.cmd.Wait()
-			}
-		}
-	}()
-	for i := range processes {
-		w, err := startWorker(ctx, spec)
-		if err != nil {
-			t.Fatalf("worker %d: %v", i, err)
-		}
-		workers = append(workers, w)
-	}
-	for i, w := range workers {
-		if err := w.waitReady(); err != nil {
-			t.Fatalf("worker %d: %v", i, err)
+	workers := workertest.Start(t, workerEnv, j, processes)
+	for _, w := range workers {
+		if err := w.Go(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	results := make([]result, processes)
-	var wg sync.WaitGroup
 	for i, w := range workers {
-		wg.Go(func() {
-			r, err := w.result()
-			if err != nil {
-				t.Errorf("worker %d: %v", i, err)
-			}
-			results[i] = r
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+		if err := w.Result(&results[i]); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
 	}
 	return results
 }
@@ -289,11 +143,13 @@ func exactRun(t *testing.T, url string, algo sluice.Algorithm, withEdge bool) {
 	t.Helper()
 	l := sluice.Limit{Rate: rate, Window: time.Hour, Algorithm: algo}
 	j := job{
-		URL:        url,
-		Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
-		Goroutines: goroutines,
-		Attempts:   attempts,
-		Edge:       withEdge,
+		Job: workertest.Job{
+			URL:        url,
+			Hit:        sluice.Hit{Zone: "exact", Key: t.Name(), Limit: l},
+			Goroutines: goroutines,
+			Checks:     attempts,
+		},
+		Edge: withEdge,
 	}
 	results := runWorkers(t, j)
 	assertExact(t, l, results)

@@ -70,10 +70,20 @@ func Require(t testing.TB) string {
 // waits until nginx accepts connections and stops it when the test ends.
 func Start(t testing.TB, httpConf func(listen string) string) *Nginx {
 	t.Helper()
+	return StartConf(t, func(listen, dir string) string { return mainConf(dir, httpConf(listen)) })
+}
+
+// StartConf is Start with the whole configuration written by conf, which
+// gets the listen address and nginx's prefix directory (a fresh temporary
+// directory, with a logs subdirectory). The configuration must keep nginx
+// in the foreground (daemon off) and its pid file and temp paths in dir
+// (Paths writes the http block's).
+func StartConf(t testing.TB, conf func(listen, dir string) string) *Nginx {
+	t.Helper()
 	bin := Require(t)
 	var lastErr error
 	for range 3 { // the free port may be taken before nginx binds it
-		n, err := start(t, bin, httpConf)
+		n, err := start(t, bin, conf)
 		if err == nil {
 			return n
 		}
@@ -86,14 +96,17 @@ func Start(t testing.TB, httpConf func(listen string) string) *Nginx {
 	return nil
 }
 
-func start(t testing.TB, bin string, httpConf func(listen string) string) (*Nginx, error) {
+func start(t testing.TB, bin string, confText func(listen, dir string) string) (*Nginx, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(mainConf(dir, httpConf(addr))), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(confText(addr, dir)), 0o644); err != nil {
 		return nil, err
 	}
 	n := &Nginx{Addr: addr, URL: "http://" + addr, Dir: dir, stderr: &lockedBuffer{}, exited: make(chan struct{})}
@@ -128,14 +141,20 @@ error_log stderr notice;
 events { worker_connections 256; }
 http {
     access_log %[1]s/access.log;
-    client_body_temp_path %[1]s/client_body;
+%[2]s
+%[3]s
+}
+`, dir, Paths(dir), http)
+}
+
+// Paths returns the http block directives that keep nginx's temp files in
+// dir instead of the paths compiled into the package (which need root).
+func Paths(dir string) string {
+	return fmt.Sprintf(`    client_body_temp_path %[1]s/client_body;
     proxy_temp_path %[1]s/proxy;
     fastcgi_temp_path %[1]s/fastcgi;
     uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-%[2]s
-}
-`, dir, http)
+    scgi_temp_path %[1]s/scgi;`, dir)
 }
 
 // waitReady polls the listener until it accepts a connection, nginx

@@ -72,7 +72,9 @@ local function base36(n)
 end
 
 -- new returns a limiter. opts:
---   redis: "redis://host:port[/db]" or "redis-cluster://host:port,..." (required)
+--   redis: "redis://host:port[/db]", "redis-sentinel://host:port,.../master",
+--     "redis-cluster://host:port,..." or rediss variants (TLS; options
+--     server_name and ssl_verify, see sluice.redis) (required)
 --   prefix: starts every key; no braces (default "sluice:")
 --   timeout: ms per Redis call (default 50)
 --   pool_size, keepalive: nginx's connection pool per worker (64, 60000 ms)
@@ -103,7 +105,7 @@ function _M.new(opts)
     return nil, limits.INVALID .. "timeout must be >= 1 ms"
   end
   local client, err = redis.new(opts.redis, timeout, opts.pool_size or _M.DEFAULT_POOL_SIZE,
-    opts.keepalive or _M.DEFAULT_KEEPALIVE)
+    opts.keepalive or _M.DEFAULT_KEEPALIVE, opts) -- opts.server_name, opts.ssl_verify: TLS
   if not client then return nil, limits.INVALID .. err end
   local self = setmetatable({
     client = client, cluster = client:is_cluster(), prefix = prefix, timeout = timeout,

@@ -5,6 +5,7 @@
 --   redis <hex URL>       prefix <hex>        now <µs, or empty>
 --   cost <n>              group <hex>         shadow <0|1>
 --   edge <0|1>            (1: lim:decide, behind the edge; 0: lim:check)
+--   tls <server name hex> <verify 0|1>   (rediss URLs)
 --   hit <zone hex> <key hex> <algorithm> <rate> <window µs> <resolution µs> <shadow 0|1>
 --
 -- The reply is "err <message>", or "ok <allowed> <shadowed> <source>
@@ -40,6 +41,7 @@ local function parse(body)
     elseif k == "policy" then o.policy = f[2]
     elseif k == "timeout" then o.timeout = tonumber(f[2])
     elseif k == "async" then o.async = f[2] == "1"
+    elseif k == "tls" then o.server_name, o.ssl_verify = unhex(f[2]), f[3] == "1"
     elseif k == "hit" then
       c.hits[#c.hits + 1] = {
         zone = unhex(f[2]), key = unhex(f[3]),
@@ -54,7 +56,7 @@ end
 
 local function limiter(o)
   local k = table.concat({ o.redis, o.prefix or "", o.policy or "", tostring(o.timeout), o.now and "now" or "",
-    tostring(o.edge), tostring(o.async) }, "\0")
+    tostring(o.edge), tostring(o.async), o.server_name or "", tostring(o.ssl_verify) }, "\0")
   local lim = limiters[k]
   if lim then return lim end
   local err
@@ -62,6 +64,7 @@ local function limiter(o)
     redis = o.redis, prefix = o.prefix, policy = o.policy, timeout = o.timeout or 2000,
     padding = o.now and 10000 or 0, breaker = o.edge and "sluice_breaker" or nil,
     deny_cache = o.edge and not o.async and "sluice_deny" or nil, async = o.async,
+    server_name = o.server_name, ssl_verify = o.ssl_verify,
   })
   if not lim then return nil, err end
   limiters[k] = lim
