@@ -108,7 +108,7 @@ function _M.new(opts)
   local self = setmetatable({
     client = client, cluster = client:is_cluster(), prefix = prefix, timeout = timeout,
     padding = itoa(opts.padding or 0), seq = 0,
-    policy = opts.policy or "open", batch = opts.batch ~= false,
+    policy = opts.policy or "open", batch = opts.batch ~= false, sites = {}, nsites = 0,
   }, mt)
   if self.policy ~= "open" and self.policy ~= "closed" then
     return nil, limits.INVALID .. format("policy %q (want open or closed)", tostring(self.policy))
@@ -151,6 +151,8 @@ local function call_id(self)
   return self.id_prefix .. "." .. base36(self.seq)
 end
 
+local function by_slot_order(a, b) return a.slot < b.slot end
+
 -- plan splits c into calls: one outside a Cluster, one per hash slot in
 -- ascending slot order inside (redisstore's plan).
 local function plan(self, c, with_specs)
@@ -172,7 +174,7 @@ local function plan(self, c, with_specs)
         shadow = (c.shadow or l.shadow) and true or false }
     end
   end
-  table.sort(calls, function(a, b) return a.slot < b.slot end)
+  if #calls > 1 then table.sort(calls, by_slot_order) end
   return calls
 end
 
@@ -521,6 +523,69 @@ local function limits_of(opts)
   return ls
 end
 
+-- sites holds, per worker, what access derives once from its arguments
+-- for a spec string: the limits, the fields' shared parts (http.prepare)
+-- and the deny cache key's prefix; by limiter, spec (with algorithm,
+-- resolution, shadow) and zone. Emptied past MAX_SITES entries.
+local MAX_SITES = 1000
+
+local function site_of(self, opts)
+  local spec, zone = opts.limits, opts.zone or ""
+  local k = spec
+  if opts.algorithm or opts.resolution or opts.shadow then
+    k = spec .. "|" .. tostring(opts.algorithm) .. "|" .. tostring(opts.resolution) .. "|" .. tostring(opts.shadow and true)
+  end
+  local sites = self.sites
+  local by_zone = sites[k]
+  local site = by_zone and by_zone[zone]
+  if site then return site end
+  if type(zone) ~= "string" then return nil, limits.INVALID .. "access: opts.zone must be a string" end
+  local ls, err = limits_of(opts)
+  if not ls then return nil, err end
+  local sample = { hits = {}, cost = 1, shadow = opts.shadow and true or false }
+  for i, l in ipairs(ls) do sample.hits[i] = { zone = zone, key = "k", limit = l } end
+  err = limits.validate_check(sample)
+  if err then return nil, err end
+  site = { ls = ls, zone = zone, n = #ls, shadow = sample.shadow }
+  -- The deny cache key of a check of cost 1 without group, and the
+  -- async view's identity of any: the prefix and the key.
+  site.deny_prefix = self.edge:deny_prefix(1, nil, false, zone, ls)
+  http.prepare(site, sample)
+  if self.nsites >= MAX_SITES then self.sites, self.nsites = {}, 0 end
+  sites = self.sites
+  if not sites[k] then sites[k] = {} end
+  sites[k][zone], self.nsites = site, self.nsites + 1
+  return site
+end
+
+-- access_site is access for a spec string. A check of cost 1 without a
+-- group on a string key is valid by construction (the site's limits were
+-- validated together): it skips validation, and behind a deny cache a
+-- cached denial is answered from the dict without building the check.
+local function access_site(self, opts, site)
+  local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
+  local edge = self.edge
+  local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
+  local id = fast and not site.shadow and site.deny_prefix .. edge.deny_key(key)
+  if id and edge.deny then
+    local d = edge:cached(id)
+    if d then return http.deny_site(opts.status or 429, site, d) end
+  end
+  local hits, zone = {}, site.zone
+  for i = 1, site.n do hits[i] = { zone = zone, key = key, limit = site.ls[i] } end
+  local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
+  local d, err
+  if fast then
+    d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
+  else
+    d, err = self:decide(c, now)
+  end
+  if not d then return http.problem(400, "Bad request", err) end
+  if not d.allowed then return http.deny_site(opts.status or 429, site, d) end
+  if opts.headers ~= "denied" then http.set_site_fields(site, d) end
+  return d
+end
+
 -- access is the one call of access_by_lua: it checks opts.key (any nginx
 -- variable; required) in opts.zone under opts.limits, at opts.cost
 -- (default 1), with opts.group and opts.shadow, behind the edge (deny
@@ -530,6 +595,17 @@ end
 -- goes on, with the RateLimit fields unless opts.headers is "denied". A
 -- missing key or a bad limit answers 400. It returns the decision.
 function _M.access(self, opts)
+  if type(opts.limits) == "string" then
+    local site, err = site_of(self, opts)
+    if not site then
+      ngx.log(ngx.ERR, err)
+      return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
+    end
+    if opts.key == nil or opts.key == "" then
+      return http.problem(400, "No rate limit key", "the request has no rate limit key")
+    end
+    return access_site(self, opts, site)
+  end
   local ls, err = limits_of(opts)
   if not ls then
     ngx.log(ngx.ERR, err)
