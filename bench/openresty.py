@@ -7,7 +7,7 @@ answering 200), on one local redis-server:
   seed     seed 000's algorithm in access_by_lua: GET the previous minute,
            INCR the current one, EXPIRE, pipelined (lua-resty-redis)
   module   sluice's OpenResty module: access() in access_by_lua
-           (sync; async; sync with the deny cache)
+           (sync; async with first_sight 1; sync with the deny cache)
   auth     auth_request to `sluice serve` on the same Redis
            (examples/nginx.conf's pattern; a sync zone, an async zone)
 
@@ -23,7 +23,9 @@ the seed of the same round, the median p99, the CPU per request of the
 front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
 
-  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot]
+  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
+
+A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 
 Run it on a quiet machine; it prints the load average before and after.
 """
@@ -116,6 +118,8 @@ def main():
     ap.add_argument("-d", type=int, default=5, help="seconds per round")
     ap.add_argument("-rows", default="sync,async,hot")
     ap.add_argument("-c", type=int, default=64)
+    ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
+                    help="the module's async first_sight (0: a key's first check asks Redis)")
     args = ap.parse_args()
     for tool in ("wrk", "redis-server", "go"):
         if not shutil.which(tool):
@@ -166,7 +170,7 @@ http {{
     init_by_lua_block {{
         local sluice = require "sluice"
         sluice.define("sync", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker" }})
-        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true }})
+        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true, first_sight = {args.first_sight} }})
         sluice.define("deny", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", deny_cache = "sluice_deny" }})
     }}
     upstream app {{ server 127.0.0.1:{up_port}; keepalive 64; }}
@@ -207,7 +211,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
 
         rows = {
             "sync": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), ("auth_request sync", "/auth", [serves[0].pid])]),
-            "async": (100000, [("seed", "/seed", []), ("module async", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
+            "async": (100000, [("seed", "/seed", []), (f"module async, first_sight {args.first_sight}", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
