@@ -168,11 +168,7 @@ local function plan(self, c, with_specs)
     end
     local n = #cl.hits + 1
     cl.hits[n], cl.keys[n] = i, key
-    if with_specs then
-      local l = h.limit
-      cl.specs[n] = { code = l.code, rate = l.rate, window = l.window, bucket = l.bucket,
-        shadow = (c.shadow or l.shadow) and true or false }
-    end
+    if with_specs then cl.specs[n] = protocol.spec(h.limit, (c.shadow or h.limit.shadow) and true or false) end
   end
   if #calls > 1 then table.sort(calls, by_slot_order) end
   return calls

@@ -10,6 +10,20 @@ local format, concat, max, min, random, floor = string.format, table.concat, mat
 local itoa = require("sluice.keys").itoa
 local shared = ngx.shared
 
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } sluice_timespec;
+int clock_gettime(int clk_id, sluice_timespec *tp);
+]]
+local ts = ffi.new("sluice_timespec")
+
+-- clock returns the time of day in s, to the µs: what ngx.update_time()
+-- and ngx.now() give to the ms, without nginx formatting its cached time
+-- strings on every call (the deny cache reads it for every request).
+local function clock()
+  ffi.C.clock_gettime(0, ts) -- CLOCK_REALTIME
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
 local _M = {}
 local mt = { __index = _M }
 
@@ -44,6 +58,8 @@ function _M.new(lim, opts)
   self.max_age = (opts.deny_cache_max_age or _M.DENY_CACHE_MAX_AGE * 1000) / 1000
   self.ns = lim.prefix .. "|" .. lim.client.name .. "|" -- one dict may serve several limiters
   self.epoch_key = self.ns .. "epoch"
+  -- The breaker's keys, made once: admit and report run for every call.
+  self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
   if opts.async then
     self.async, err = require("sluice.async").new(lim, self, opts)
     if not self.async then return nil, limits.INVALID .. err end
@@ -68,37 +84,38 @@ end
 local function admit(self)
   local b = self.breaker
   if not b then return true end
-  local untl = b:get(self.ns .. "u")
+  local untl = b:get(self.k_until)
   if not untl then return true end
   ngx.update_time()
   if ngx.now() < untl then return false end
   -- One probe for every worker: add fails while another is under way.
-  local ok = b:add(self.ns .. "p", true, self.lim.timeout / 1000 * 4 + 1)
+  local ok = b:add(self.k_probe, true, self.lim.timeout / 1000 * 4 + 1)
   return ok, true
 end
 
 local function report(self, ok, probe)
   local b = self.breaker
   if not b then return end
-  local ns = self.ns
   if ok then
-    if b:get(ns .. "f") or b:get(ns .. "u") then
-      b:delete(ns .. "f")
-      b:delete(ns .. "u")
-      b:delete(ns .. "b")
-      b:delete(ns .. "p")
+    -- "u" (open) is only ever set while "f" counts failures: one read
+    -- tells a success that there is nothing to close.
+    if b:get(self.k_fail) or probe then
+      b:delete(self.k_fail)
+      b:delete(self.k_until)
+      b:delete(self.k_back)
+      b:delete(self.k_probe)
       ngx.log(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
     end
     return
   end
-  local f = b:incr(ns .. "f", 1, 0)
-  if probe or (f and f >= self.failures and not b:get(ns .. "u")) then
-    local back = b:get(ns .. "b")
+  local f = b:incr(self.k_fail, 1, 0)
+  if probe or (f and f >= self.failures and not b:get(self.k_until)) then
+    local back = b:get(self.k_back)
     back = back and min(back * 2, self.max_backoff) or self.backoff
-    b:set(ns .. "b", back)
+    b:set(self.k_back, back)
     ngx.update_time()
-    b:set(ns .. "u", ngx.now() + back * (1 - random() / 4))
-    b:delete(ns .. "p")
+    b:set(self.k_until, ngx.now() + back * (1 - random() / 4))
+    b:delete(self.k_probe)
     ngx.log(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
   end
 end
@@ -193,10 +210,9 @@ function _M.cached(self, id)
   if n < 1 or n ~= floor(n) then return nil end
   local p = ffi.cast(DOUBLES, v)
   if p[0] ~= (deny:get(self.epoch_key) or 0) then return nil end
-  ngx.update_time()
-  local now = ngx.now()
-  -- now is in whole ms, up to 1 ms behind the clock: a denial is repeated
-  -- only while it certainly holds.
+  local now = clock()
+  -- A denial is repeated only while more than 1 ms of it is left: the
+  -- margin the cache kept when nginx's clock (whole ms) was read here.
   if now + 0.001 >= p[2] then return nil end
   local elapsed = (now - p[1]) * 1e6
   local hits = {}
@@ -293,8 +309,7 @@ function _M.guarded(self, c, now, id)
   if not ok then return self:degraded() end
   local sent, epoch, d, err
   if id then
-    ngx.update_time()
-    sent, epoch = ngx.now(), self.deny:get(self.epoch_key) or 0
+    sent, epoch = clock(), self.deny:get(self.epoch_key) or 0
   end
   d, err = self.lim:check(c, now, true)
   if not d then
