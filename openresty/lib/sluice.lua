@@ -89,7 +89,9 @@ end
 --   async: true for the asynchronous mode (sluice.async), with
 --     sync_interval (ms, 100), processes (deciders sharing a key: default
 --     this nginx's worker count), max_view_age (ms, 60000),
---     async_max_keys (10000) and async_max_bytes (4 MiB) per worker
+--     async_max_keys (10000) and async_max_bytes (4 MiB) per worker, and
+--     first_sight (cost admitted per worker on a key without a view while
+--     it is sent; default 0, off)
 function _M.new(opts)
   if type(opts) ~= "table" or type(opts.redis) ~= "string" then
     return nil, limits.INVALID .. "sluice.new: opts.redis is required"

@@ -9,14 +9,20 @@
 -- every identity each sync_interval, in batched script calls, and each
 -- reply becomes the identity's new view. A check without a usable view
 -- (first seen, older than max_view_age, or the table full) goes to the
--- store synchronously, through the breaker and the failure policy.
+-- store synchronously, through the breaker and the failure policy; with
+-- first_sight, a key without a view is admitted here up to first_sight
+-- while its cost goes with the next flush (edge.Async's FirstSight). A
+-- full table evicts its oldest views that owe nothing and deny nothing. A
+-- flush that fails keeps the cost owed, but for what was admitted more
+-- than a window ago, which is dropped (stats.dropped).
 --
 -- Over-admission: a worker admits at most its budget ceil(R/P) between two
 -- answers about an identity, R what remained at the last answer, P the
 -- `processes` option; and at most what it admits in a round, λ·(T + 2L)
 -- for a local rate λ, interval T and flush latency L. For N workers in the
 -- fleet sharing a key that fills: over-admission <= N·min(ceil(Rate/P),
--- λ·(T + 2L)); with P = N about one Rate at worst. A flush the store
+-- λ·(T + 2L)), plus N·first_sight per key and sighting with first sight
+-- on; with P = N about one Rate at worst. A flush the store
 -- denies (the key filled meanwhile) records what remained and counts the
 -- rest as unrecorded (stats().unrecorded).
 local ceil, max, min, concat, format = math.ceil, math.max, math.min, table.concat, string.format
