@@ -379,6 +379,24 @@ function _M.conclude(d)
   return d
 end
 
+-- check_one is check for a check of one hit on Redis's clock, batched:
+-- the common case (access with one limit), without the loops over hits
+-- and calls that keep LuaJIT from compiling the path.
+local function check_one(self, c)
+  local h = c.hits[1]
+  local l = h.limit
+  local key, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, l)
+  local sp = protocol.spec(l, (c.shadow or l.shadow) and true or false)
+  local cl = { slot = self.cluster and keys.slot(tag) or 0, hits = { 1 }, keys = { key }, specs = { sp }, cost = c.cost }
+  local r, err = coalesced(self, cl)
+  if not r then return nil, UNAVAILABLE .. tostring(err) end
+  local hr = protocol.result(sp, r.hits[1], r.now, c.cost, r.allowed and c.cost > 0)
+  -- conclude, for one hit.
+  local denies = not hr.allowed and not hr.shadow
+  return { source = "store", hits = { hr }, allowed = not denies, shadowed = not hr.allowed and hr.shadow,
+    denier = denies and 1 or nil, retry_after = denies and hr.retry_after or 0 }
+end
+
 -- check decides c = {hits = {{zone, key, limit}, ...}, cost, group,
 -- shadow} at now (µs since the epoch; nil for Redis's TIME, the normal
 -- case; valid: c was validated already) on Redis alone, with no failure policy or cache. It returns the
@@ -389,6 +407,7 @@ end
 function _M.check(self, c, now, valid)
   local err = not valid and limits.validate_check(c)
   if err then return nil, err end
+  if #c.hits == 1 and not now and self.batch then return check_one(self, c) end
   local calls = plan(self, c, true)
   local replies, failed = {}, nil
   for k, cl in ipairs(calls) do
@@ -569,8 +588,13 @@ local function access_site(self, opts, site)
     local d = edge:cached(id)
     if d then return http.deny_site(opts.status or 429, site, d) end
   end
-  local hits, zone = {}, site.zone
-  for i = 1, site.n do hits[i] = { zone = zone, key = key, limit = site.ls[i] } end
+  local hits, zone = nil, site.zone
+  if site.n == 1 then
+    hits = { { zone = zone, key = key, limit = site.ls[1] } }
+  else
+    hits = {}
+    for i = 1, site.n do hits[i] = { zone = zone, key = key, limit = site.ls[i] } end
+  end
   local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
   local d, err
   if fast then

@@ -175,6 +175,12 @@ end
 local function site_ratelimit(site, d)
   local hits = d.hits
   if #hits ~= site.n then return nil end
+  if site.n == 1 then -- no loop: the common case stays one compiled trace
+    local q, r = site.qids[1], hits[1]
+    if not q then return nil end
+    return q .. ";r=" .. min(r.remaining, MAX_SF_INTEGER) .. ";t=" ..
+        min(ceil_seconds(r.allowed and r.reset_after or r.retry_after), MAX_SF_INTEGER)
+  end
   local out
   for i = 1, site.n do
     local q = site.qids[i]
