@@ -7,7 +7,7 @@ answering 200), on one local redis-server:
   seed     seed 000's algorithm in access_by_lua: GET the previous minute,
            INCR the current one, EXPIRE, pipelined (lua-resty-redis)
   module   sluice's OpenResty module: access() in access_by_lua
-           (sync; async; sync with the deny cache)
+           (sync; async with first_sight 1; sync with the deny cache)
   auth     auth_request to `sluice serve` on the same Redis
            (examples/nginx.conf's pattern; a sync zone, an async zone)
 
@@ -23,7 +23,11 @@ the seed of the same round, the median p99, the CPU per request of the
 front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
 
-  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot]
+  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
+
+A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
+Instructions per request instead, steady on a busy machine (valgrind;
+about 3 minutes): bench/openresty.py -callgrind.
 
 Run it on a quiet machine; it prints the load average before and after.
 """
@@ -110,14 +114,82 @@ end
 """
 
 
+def drive(port, path, tokens, n, conc=16):
+    """Sends n GET requests (random tokens, fixed seed) over conc keep-alive connections."""
+    import http.client, random, threading
+    rnd = random.Random(42)
+    reqs = [f"{path}?token=t{rnd.randint(1, tokens)}" for _ in range(n)]
+    codes = {}
+    lock = threading.Lock()
+
+    def worker(i):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for k in range(i, n, conc):
+            c.request("GET", reqs[k])
+            r = c.getresponse()
+            r.read()
+            with lock:
+                codes[r.status] = codes.get(r.status, 0) + 1
+        c.close()
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(conc)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return codes
+
+
+def callgrind(args, d, nginx, conf, port, rport):
+    """Instructions (callgrind's Ir, user space) per request of one nginx
+    worker: two runs of n1 and n2 requests from a fresh start and an empty
+    Redis, the difference divided by n2 - n1 (startup cancels out). Under
+    valgrind the timeouts are 5 s, and the module's limits are per hour so
+    that a run crossing a minute does not expire the cached denials; the
+    seed keeps its minutes."""
+    vconf = (conf.replace("daemon off;", "daemon off;\nmaster_process off;")
+             .replace("worker_processes 2;", "worker_processes 1;")
+             .replace('breaker = "sluice_breaker"', 'breaker = "sluice_breaker", timeout = 5000')
+             .replace("red:set_timeout(50)", "red:set_timeout(5000)")
+             .replace('limits = "100r/m"', 'limits = "100r/h"'))
+    with open(os.path.join(d, "vg.conf"), "w") as f:
+        f.write(vconf)
+    n1, n2 = 1500, 3500
+    print("callgrind: user-space instructions per request of one nginx worker, "
+          f"({n2} - {n1} requests), 16 connections")
+    print("| front | tokens | Ir/request | statuses |")
+    print("|---|---|---:|---|")
+    for name, path, tokens in (("seed", "/seed", 100000), ("module sync", "/sync", 100000),
+                               ("seed", "/seed", 10), ("module deny cache", "/deny", 10)):
+        ir = []
+        for n in (n1, n2):
+            subprocess.run(["redis-cli", "-p", str(rport), "flushall"], check=True, capture_output=True)
+            out = os.path.join(d, "cg.out")
+            vg = subprocess.Popen(["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
+                                   f"--callgrind-out-file={out}", nginx, "-p", d + "/", "-c",
+                                   os.path.join(d, "vg.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_port(port, 120)
+            codes = drive(port, path, tokens, n)
+            vg.send_signal(signal.SIGQUIT)
+            vg.wait(120)
+            with open(out) as f:
+                ir.append(int(re.search(r"summary: (\d+)", f.read()).group(1)))
+        print(f"| {name} | {tokens} | {(ir[1] - ir[0]) / (n2 - n1):,.0f} | {codes} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-rounds", type=int, default=5)
     ap.add_argument("-d", type=int, default=5, help="seconds per round")
     ap.add_argument("-rows", default="sync,async,hot")
     ap.add_argument("-c", type=int, default=64)
+    ap.add_argument("-callgrind", action="store_true",
+                    help="instead of wrk rounds: user-space instructions per request of one nginx worker "
+                         "under valgrind (seed, module sync, module deny cache), load-independent")
+    ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
+                    help="the module's async first_sight (0: a key's first check asks Redis)")
     args = ap.parse_args()
-    for tool in ("wrk", "redis-server", "go"):
+    for tool in ("wrk", "redis-server", "go") + (("valgrind", "redis-cli") if args.callgrind else ()):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed")
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -166,7 +238,7 @@ http {{
     init_by_lua_block {{
         local sluice = require "sluice"
         sluice.define("sync", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker" }})
-        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true }})
+        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true, first_sight = {args.first_sight} }})
         sluice.define("deny", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", deny_cache = "sluice_deny" }})
     }}
     upstream app {{ server 127.0.0.1:{up_port}; keepalive 64; }}
@@ -197,6 +269,9 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
         spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "up.conf")])
+        if args.callgrind:
+            wait_port(up_port)
+            return callgrind(args, d, nginx, conf, front_port, rport)
         front = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "front.conf")])
         wait_port(up_port)
         wait_port(front_port)
@@ -207,7 +282,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
 
         rows = {
             "sync": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), ("auth_request sync", "/auth", [serves[0].pid])]),
-            "async": (100000, [("seed", "/seed", []), ("module async", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
+            "async": (100000, [("seed", "/seed", []), (f"module async, first_sight {args.first_sight}", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 

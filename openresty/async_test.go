@@ -18,6 +18,12 @@ import (
 // asyncConf is a location deciding in the asynchronous mode, told that
 // processes workers share each key, flushing every 50 ms.
 func asyncConf(redisURL string, processes int) string {
+	return asyncConfOpts(redisURL, processes, "")
+}
+
+// asyncConfOpts is asyncConf with more options of sluice.new (Lua, each
+// followed by a comma).
+func asyncConfOpts(redisURL string, processes int, extra string) string {
 	return fmt.Sprintf(`
         location = /async {
             access_by_lua_block {
@@ -25,7 +31,7 @@ func asyncConf(redisURL string, processes int) string {
                 local lim = package.loaded.async_limiter
                 if not lim then
                     lim = assert(sluice.new{ redis = %q, timeout = 2000, async = true,
-                        processes = %d, sync_interval = 50 })
+                        processes = %d, sync_interval = 50, %s })
                     package.loaded.async_limiter = lim
                 end
                 lim:access{ zone = "async", key = ngx.var.arg_key, limits = ngx.var.arg_limits }
@@ -35,7 +41,7 @@ func asyncConf(redisURL string, processes int) string {
         location = /timers {
             content_by_lua_block { ngx.say(ngx.timer.running_count() + ngx.timer.pending_count()) }
         }
-`, redisURL, processes)
+`, redisURL, processes, extra)
 }
 
 // TestAsyncOverAdmissionBound measures the asynchronous mode's
@@ -120,4 +126,154 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 	if used := d.Hits[0].Used; used != rate {
 		t.Errorf("Redis records %v on the key after the flushes, want exactly %d", used, rate)
 	}
+}
+
+// TestAsyncFirstSightBound: with first_sight, a key without a view is
+// admitted in the worker up to first_sight while its cost goes to Redis
+// with the next flush. Two nginx of two workers (N = 4), first_sight 2, 20
+// keys of 5 per hour, half of them already full in Redis (filled by the Go
+// store): a full key admits at most N·first_sight = 8 (and at least one:
+// first sight is on), a new key its limit and at most limit + 8; once the
+// flushes are in, Redis holds exactly the limit on every key.
+func TestAsyncFirstSightBound(t *testing.T) {
+	const rate, n, first, keys, perKey = 5, 4, 2, 20, 40
+	srv := redistest.Standalone(t)
+	conf := harnessConf(t, asyncConfOpts(srv.URL(), n, fmt.Sprintf("first_sight = %d,", first)))
+	fronts := []*nginx{startNginx(t, 2, conf), startNginx(t, 2, conf)}
+	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prefix := fmt.Sprintf("fs-%d-", time.Now().UnixNano())
+	limit := sluice.Limit{Rate: rate, Window: time.Hour}
+	check := func(k int, cost int64) sluice.Check {
+		return sluice.Check{Hits: []sluice.Hit{{Zone: "async", Key: fmt.Sprint(prefix, k), Limit: limit}}, Cost: cost}
+	}
+	full := func(k int) bool { return k%2 == 0 }
+	for k := range keys {
+		if full(k) {
+			var d sluice.Decision
+			if err := s.Check(context.Background(), check(k, rate), &d); err != nil || !d.Allowed {
+				t.Fatalf("filling key %d: %v, allowed %v", k, err, d.Allowed)
+			}
+		}
+	}
+	client := newHTTPClient()
+	admitted := make([]atomic.Int64, keys)
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Go(func() {
+			for i := range perKey {
+				resp, err := client.Get(fmt.Sprintf("%s/async?key=%s%d&limits=5r/h", fronts[i%2].url, prefix, k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					admitted[k].Add(1)
+				case http.StatusTooManyRequests:
+				default:
+					t.Errorf("nginx answered %s", resp.Status)
+				}
+				// Pacing, not waiting for a state: a key's checks span
+				// several flush intervals, as a client's would.
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	var overFull, overNew int64
+	for k := range keys {
+		got := admitted[k].Load()
+		if full(k) {
+			overFull += got
+			if got > n*first {
+				t.Errorf("full key %d: admitted %d, want at most N·first_sight = %d", k, got, n*first)
+			}
+		} else {
+			overNew += got - rate
+			if got < rate || got > rate+n*first {
+				t.Errorf("new key %d: admitted %d, want %d to %d", k, got, rate, rate+n*first)
+			}
+		}
+	}
+	t.Logf("first sight: %d admitted on %d full keys, %d over the limit on %d new keys (bound N·first_sight = %d per key)",
+		overFull, keys/2, overNew, keys/2, n*first)
+	if overFull == 0 {
+		t.Errorf("no first-sight admission on the full keys")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for k := range keys {
+		for {
+			var d sluice.Decision
+			if err := s.Check(context.Background(), check(k, 0), &d); err != nil {
+				t.Fatal(err)
+			}
+			used := d.Hits[0].Used
+			if used > rate {
+				t.Fatalf("key %d: Redis records %v, more than the limit", k, used)
+			}
+			if used == rate {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("key %d: Redis records %v after the flushes, want %d", k, used, rate)
+			}
+			time.Sleep(20 * time.Millisecond) // the flush timers run in nginx
+		}
+	}
+}
+
+// TestAsyncDropsOnlyCostOlderThanWindow: while Redis is down, a worker's
+// flushes fail and its pending cost stays owed, but for what was admitted
+// more than a window ago: one unit admitted on first sight, then one more
+// a window later; when Redis is back it records exactly the recent one.
+func TestAsyncDropsOnlyCostOlderThanWindow(t *testing.T) {
+	srv := redistest.Standalone(t)
+	front := startNginx(t, 1, harnessConf(t, asyncConfOpts(srv.URL(), 1, "first_sight = 3, timeout = 100,")))
+	key := fmt.Sprintf("drop-%d", time.Now().UnixNano())
+	url := front.url + "/async?key=" + key + "&limits=100r/2s"
+	srv.Kill()
+	if got := mustStatus(t, url); got != http.StatusOK {
+		t.Fatalf("first sight with Redis down: %d, want 200", got)
+	}
+	time.Sleep(2500 * time.Millisecond) // the window (2 s) passes; the flushes fail meanwhile
+	if got := mustStatus(t, url); got != http.StatusOK {
+		t.Fatalf("second check on the first-sight view: %d, want 200", got)
+	}
+	srv.Restart()
+	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	peek := sluice.Check{Hits: []sluice.Hit{{Zone: "async", Key: key, Limit: sluice.Limit{Rate: 100, Window: 2 * time.Second}}}}
+	deadline := time.Now().Add(5 * time.Second)
+	var used float64
+	for used == 0 && time.Now().Before(deadline) {
+		var d sluice.Decision
+		if err := s.Check(context.Background(), peek, &d); err != nil {
+			t.Fatal(err)
+		}
+		used = d.Hits[0].Used
+		time.Sleep(10 * time.Millisecond) // the flush timer runs in nginx
+	}
+	// Read within moments of the flush, one unit weighs about 1 in the
+	// sliding window, two about 2.
+	if used < 0.5 || used > 1.5 {
+		t.Errorf("Redis records %v after it came back, want 1: the unit older than the window dropped, the recent one kept", used)
+	}
+}
+
+func mustStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := newHTTPClient().Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

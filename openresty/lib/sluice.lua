@@ -91,7 +91,9 @@ end
 --   async: true for the asynchronous mode (sluice.async), with
 --     sync_interval (ms, 100), processes (deciders sharing a key: default
 --     this nginx's worker count), max_view_age (ms, 60000),
---     async_max_keys (10000) and async_max_bytes (4 MiB) per worker
+--     async_max_keys (10000) and async_max_bytes (4 MiB) per worker, and
+--     first_sight (cost admitted per worker on a key without a view while
+--     it is sent; default 0, off)
 function _M.new(opts)
   if type(opts) ~= "table" or type(opts.redis) ~= "string" then
     return nil, limits.INVALID .. "sluice.new: opts.redis is required"
@@ -110,7 +112,7 @@ function _M.new(opts)
   local self = setmetatable({
     client = client, cluster = client:is_cluster(), prefix = prefix, timeout = timeout,
     padding = itoa(opts.padding or 0), seq = 0,
-    policy = opts.policy or "open", batch = opts.batch ~= false,
+    policy = opts.policy or "open", batch = opts.batch ~= false, sites = {}, nsites = 0,
   }, mt)
   if self.policy ~= "open" and self.policy ~= "closed" then
     return nil, limits.INVALID .. format("policy %q (want open or closed)", tostring(self.policy))
@@ -153,6 +155,8 @@ local function call_id(self)
   return self.id_prefix .. "." .. base36(self.seq)
 end
 
+local function by_slot_order(a, b) return a.slot < b.slot end
+
 -- plan splits c into calls: one outside a Cluster, one per hash slot in
 -- ascending slot order inside (redisstore's plan).
 local function plan(self, c, with_specs)
@@ -168,13 +172,9 @@ local function plan(self, c, with_specs)
     end
     local n = #cl.hits + 1
     cl.hits[n], cl.keys[n] = i, key
-    if with_specs then
-      local l = h.limit
-      cl.specs[n] = { code = l.code, rate = l.rate, window = l.window, bucket = l.bucket,
-        shadow = (c.shadow or l.shadow) and true or false }
-    end
+    if with_specs then cl.specs[n] = protocol.spec(h.limit, (c.shadow or h.limit.shadow) and true or false) end
   end
-  table.sort(calls, function(a, b) return a.slot < b.slot end)
+  if #calls > 1 then table.sort(calls, by_slot_order) end
   return calls
 end
 
@@ -381,6 +381,24 @@ function _M.conclude(d)
   return d
 end
 
+-- check_one is check for a check of one hit on Redis's clock, batched:
+-- the common case (access with one limit), without the loops over hits
+-- and calls that keep LuaJIT from compiling the path.
+local function check_one(self, c)
+  local h = c.hits[1]
+  local l = h.limit
+  local key, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, l)
+  local sp = protocol.spec(l, (c.shadow or l.shadow) and true or false)
+  local cl = { slot = self.cluster and keys.slot(tag) or 0, hits = { 1 }, keys = { key }, specs = { sp }, cost = c.cost }
+  local r, err = coalesced(self, cl)
+  if not r then return nil, UNAVAILABLE .. tostring(err) end
+  local hr = protocol.result(sp, r.hits[1], r.now, c.cost, r.allowed and c.cost > 0)
+  -- conclude, for one hit.
+  local denies = not hr.allowed and not hr.shadow
+  return { source = "store", hits = { hr }, allowed = not denies, shadowed = not hr.allowed and hr.shadow,
+    denier = denies and 1 or nil, retry_after = denies and hr.retry_after or 0 }
+end
+
 -- check decides c = {hits = {{zone, key, limit}, ...}, cost, group,
 -- shadow} at now (µs since the epoch; nil for Redis's TIME, the normal
 -- case; valid: c was validated already) on Redis alone, with no failure policy or cache. It returns the
@@ -391,6 +409,7 @@ end
 function _M.check(self, c, now, valid)
   local err = not valid and limits.validate_check(c)
   if err then return nil, err end
+  if #c.hits == 1 and not now and self.batch then return check_one(self, c) end
   local calls = plan(self, c, true)
   local replies, failed = {}, nil
   for k, cl in ipairs(calls) do
@@ -523,6 +542,74 @@ local function limits_of(opts)
   return ls
 end
 
+-- sites holds, per worker, what access derives once from its arguments
+-- for a spec string: the limits, the fields' shared parts (http.prepare)
+-- and the deny cache key's prefix; by limiter, spec (with algorithm,
+-- resolution, shadow) and zone. Emptied past MAX_SITES entries.
+local MAX_SITES = 1000
+
+local function site_of(self, opts)
+  local spec, zone = opts.limits, opts.zone or ""
+  local k = spec
+  if opts.algorithm or opts.resolution or opts.shadow then
+    k = spec .. "|" .. tostring(opts.algorithm) .. "|" .. tostring(opts.resolution) .. "|" .. tostring(opts.shadow and true)
+  end
+  local sites = self.sites
+  local by_zone = sites[k]
+  local site = by_zone and by_zone[zone]
+  if site then return site end
+  if type(zone) ~= "string" then return nil, limits.INVALID .. "access: opts.zone must be a string" end
+  local ls, err = limits_of(opts)
+  if not ls then return nil, err end
+  local sample = { hits = {}, cost = 1, shadow = opts.shadow and true or false }
+  for i, l in ipairs(ls) do sample.hits[i] = { zone = zone, key = "k", limit = l } end
+  err = limits.validate_check(sample)
+  if err then return nil, err end
+  site = { ls = ls, zone = zone, n = #ls, shadow = sample.shadow }
+  -- The deny cache key of a check of cost 1 without group, and the
+  -- async view's identity of any: the prefix and the key.
+  site.deny_prefix = self.edge:deny_prefix(1, nil, false, zone, ls)
+  http.prepare(site, sample)
+  if self.nsites >= MAX_SITES then self.sites, self.nsites = {}, 0 end
+  sites = self.sites
+  if not sites[k] then sites[k] = {} end
+  sites[k][zone], self.nsites = site, self.nsites + 1
+  return site
+end
+
+-- access_site is access for a spec string. A check of cost 1 without a
+-- group on a string key is valid by construction (the site's limits were
+-- validated together): it skips validation, and behind a deny cache a
+-- cached denial is answered from the dict without building the check.
+local function access_site(self, opts, site)
+  local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
+  local edge = self.edge
+  local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
+  local id = fast and not site.shadow and site.deny_prefix .. edge.deny_key(key)
+  if id and edge.deny then
+    local d = edge:cached(id)
+    if d then return http.deny_site(opts.status or 429, site, d) end
+  end
+  local hits, zone = nil, site.zone
+  if site.n == 1 then
+    hits = { { zone = zone, key = key, limit = site.ls[1] } }
+  else
+    hits = {}
+    for i = 1, site.n do hits[i] = { zone = zone, key = key, limit = site.ls[i] } end
+  end
+  local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
+  local d, err
+  if fast then
+    d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
+  else
+    d, err = self:decide(c, now)
+  end
+  if not d then return http.problem(400, "Bad request", err) end
+  if not d.allowed then return http.deny_site(opts.status or 429, site, d) end
+  if opts.headers ~= "denied" then http.set_site_fields(site, d) end
+  return d
+end
+
 -- access is the one call of access_by_lua: it checks opts.key (any nginx
 -- variable; required) in opts.zone under opts.limits, at opts.cost
 -- (default 1), with opts.group and opts.shadow, behind the edge (deny
@@ -532,6 +619,17 @@ end
 -- goes on, with the RateLimit fields unless opts.headers is "denied". A
 -- missing key or a bad limit answers 400. It returns the decision.
 function _M.access(self, opts)
+  if type(opts.limits) == "string" then
+    local site, err = site_of(self, opts)
+    if not site then
+      ngx.log(ngx.ERR, err)
+      return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
+    end
+    if opts.key == nil or opts.key == "" then
+      return http.problem(400, "No rate limit key", "the request has no rate limit key")
+    end
+    return access_site(self, opts, site)
+  end
   local ls, err = limits_of(opts)
   if not ls then
     ngx.log(ngx.ERR, err)

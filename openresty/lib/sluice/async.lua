@@ -9,14 +9,20 @@
 -- every identity each sync_interval, in batched script calls, and each
 -- reply becomes the identity's new view. A check without a usable view
 -- (first seen, older than max_view_age, or the table full) goes to the
--- store synchronously, through the breaker and the failure policy.
+-- store synchronously, through the breaker and the failure policy; with
+-- first_sight, a key without a view is admitted here up to first_sight
+-- while its cost goes with the next flush (edge.Async's FirstSight). A
+-- full table evicts its oldest views that owe nothing and deny nothing. A
+-- flush that fails keeps the cost owed, but for what was admitted more
+-- than a window ago, which is dropped (stats.dropped).
 --
 -- Over-admission: a worker admits at most its budget ceil(R/P) between two
 -- answers about an identity, R what remained at the last answer, P the
 -- `processes` option; and at most what it admits in a round, λ·(T + 2L)
 -- for a local rate λ, interval T and flush latency L. For N workers in the
 -- fleet sharing a key that fills: over-admission <= N·min(ceil(Rate/P),
--- λ·(T + 2L)); with P = N about one Rate at worst. A flush the store
+-- λ·(T + 2L)), plus N·first_sight per key and sighting with first sight
+-- on; with P = N about one Rate at worst. A flush the store
 -- denies (the key filled meanwhile) records what remained and counts the
 -- rest as unrecorded (stats().unrecorded).
 local ceil, max, min, concat, format = math.ceil, math.max, math.min, table.concat, string.format
@@ -41,8 +47,12 @@ function _M.new(lim, edge, opts)
     max_view_age = (opts.max_view_age or _M.MAX_VIEW_AGE) / 1000,
     max_keys = opts.async_max_keys or _M.MAX_KEYS,
     max_bytes = opts.async_max_bytes or _M.MAX_BYTES,
+    first_sight = opts.first_sight or 0,
   }, mt)
   if self.interval < 0.001 then return nil, "sync_interval must be >= 1 ms" end
+  if type(self.first_sight) ~= "number" or self.first_sight < 0 or self.first_sight ~= math.floor(self.first_sight) then
+    return nil, "first_sight must be an integer >= 0"
+  end
   self:reset_worker()
   return self
 end
@@ -52,18 +62,79 @@ end
 function _M.reset_worker(self)
   self.pid = ngx.worker and ngx.worker.pid and ngx.worker.pid() or 0
   self.views, self.nkeys, self.nbytes, self.queue = {}, 0, 0, {}
+  -- order holds the views in the order they were made (order[head ..
+  -- tail]): a full table evicts the oldest that owes nothing.
+  self.order, self.head, self.tail = {}, 1, 0
   self.timer = false
-  self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0, full = 0 }
+  self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0, full = 0,
+    first_sight = 0, evicted = 0, dropped = 0 }
 end
 
-local function identity(c)
-  local parts = { c.group or "", c.shadow and "1" or "0" }
-  for _, h in ipairs(c.hits) do
-    local l = h.limit
-    parts[#parts + 1] = format("%d:%s|%d:%s|%s%.0f/%.0f/%.0f/%d", #h.zone, h.zone, #h.key, h.key,
-      l.code, l.rate, l.window, l.bucket, l.shadow and 1 or 0)
+-- EVICT_TRIES bounds the views a new key looks at to make room.
+local EVICT_TRIES = 4
+
+-- evict forgets one view that owes nothing and denies nothing, among the
+-- oldest few, to make room for a new key; it reports whether it did. A
+-- view that denies (it kept the store's denial) is kept: forgetting it
+-- would let the key's next check be decided again.
+local function evict(self)
+  for _ = 1, EVICT_TRIES do
+    if self.head > self.tail then
+      self.order, self.head, self.tail = {}, 1, 0
+      return false
+    end
+    local v = self.order[self.head]
+    self.order[self.head] = nil
+    self.head = self.head + 1
+    if self.views[v.id] == v then
+      local denying = false
+      for i = 1, #v.rem do denying = denying or v.rem[i] <= 0 end
+      if v.pending == 0 and v.inflight == 0 and not v.queued and not v.blind and not denying then
+        self.views[v.id] = nil
+        self.nkeys, self.nbytes = self.nkeys - 1, self.nbytes - v.bytes
+        self.stats.evicted = self.stats.evicted + 1
+        return true
+      end
+      self.tail = self.tail + 1 -- still needed: to the back
+      self.order[self.tail] = v
+    end
   end
-  return ngx.sha1_bin(concat(parts, "|"))
+  return false
+end
+
+-- add makes the view of identity id for c, or returns nil when the table
+-- is full and no view can be evicted.
+local function add(self, id, c)
+  local bytes = VIEW_BYTES
+  for _, h in ipairs(c.hits) do bytes = bytes + #h.key + #h.zone end
+  while self.nkeys >= self.max_keys or self.nbytes + bytes > self.max_bytes do
+    if not evict(self) then
+      self.stats.full = self.stats.full + 1
+      return nil
+    end
+  end
+  local v = { id = id, check = c, bytes = bytes, pending = 0, inflight = 0, rem = {}, used = {}, retry = {},
+    reset = {}, parts = {}, window = math.huge }
+  for i, h in ipairs(c.hits) do v.window = min(v.window, h.limit.window) end
+  self.views[id] = v
+  self.nkeys, self.nbytes = self.nkeys + 1, self.nbytes + bytes
+  self.tail = self.tail + 1
+  self.order[self.tail] = v
+  return v
+end
+
+-- owe adds cost admitted at now to v's pending cost, in parts of one
+-- interval each, so that a flush that keeps failing can drop what is older
+-- than a window and only that.
+local function owe(self, v, cost, now)
+  v.pending = v.pending + cost
+  local parts = v.parts
+  local last = parts[#parts]
+  if last and now - last.at < self.interval then
+    last.cost = last.cost + cost
+  else
+    parts[#parts + 1] = { at = now, cost = cost }
+  end
 end
 
 local function enqueue(self, id, v)
@@ -75,7 +146,7 @@ end
 
 -- set_view takes decision d, the store's answer at now, as v's view.
 local function set_view(v, d, now)
-  v.at = now
+  v.at, v.blind = now, false
   for i, h in ipairs(d.hits) do
     v.rem[i], v.used[i], v.retry[i], v.reset[i] = h.remaining, h.used, h.retry_after, h.reset_after
   end
@@ -95,20 +166,24 @@ local function ensure_timer(self)
   self.timer = true
 end
 
--- decide decides c (valid, cost > 0, Redis's clock).
-function _M.decide(self, c)
+-- decide decides c (valid, cost > 0, Redis's clock); id is its identity
+-- (edge's fingerprint at cost 1) when the caller has it.
+function _M.decide(self, c, id)
   ensure_timer(self)
-  local id = identity(c)
+  id = id or self.edge:fingerprint(c, 1)
   local v = self.views[id]
   local now = ngx.now()
-  if v and now - v.at <= self.max_view_age then
+  if v and now - v.at <= self.max_view_age and not (v.blind and v.pending + v.inflight + c.cost > v.budget) then
     v.last = now
+    -- A first-sight view has room (checked above: its budget is
+    -- first_sight per worker); a view of the store's answer shares what
+    -- remained among P deciders.
     local P = self.processes or ngx.worker.count()
     local owed = v.pending + v.inflight
     local d = { source = "local-view", hits = {} }
     for i, h in ipairs(c.hits) do
       local shadow = (c.shadow or h.limit.shadow) and true or false
-      local fits = owed + c.cost <= ceil(v.rem[i] / P)
+      local fits = v.blind or owed + c.cost <= ceil(v.rem[i] / P)
       d.hits[i] = {
         allowed = fits, shadow = shadow, used = v.used[i] + owed, remaining = max(0, v.rem[i] - owed),
         retry_after = fits and 0 or max(v.retry[i], self.interval * 1e6), reset_after = v.reset[i],
@@ -116,7 +191,7 @@ function _M.decide(self, c)
     end
     self.lim.conclude(d)
     if d.allowed then
-      v.pending = v.pending + c.cost
+      owe(self, v, c.cost, now)
       for _, h in ipairs(d.hits) do
         h.used, h.remaining = h.used + c.cost, max(0, h.remaining - c.cost)
       end
@@ -128,21 +203,38 @@ function _M.decide(self, c)
     self.stats["local"] = self.stats["local"] + 1
     return d
   end
+  -- First sight: a key without a view is admitted here up to first_sight
+  -- (and each limit's rate) while its cost goes to the store with the next
+  -- round; what the store then denies is over-admission, counted
+  -- unrecorded: at most first_sight per worker and sighting.
+  if not v and c.cost <= self.first_sight then
+    v = add(self, id, c)
+    if v then
+      v.blind, v.at, v.last, v.budget = true, now, now, self.first_sight
+      local d = { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = {} }
+      for i, h in ipairs(c.hits) do
+        -- The fields show what a new key would have: nothing is known.
+        local rate = h.limit.rate
+        v.budget = min(v.budget, rate)
+        v.rem[i], v.used[i], v.retry[i], v.reset[i] = rate, 0, 0, 0
+        d.hits[i] = { allowed = true, shadow = (c.shadow or h.limit.shadow) and true or false, used = c.cost,
+          remaining = rate - c.cost, retry_after = 0, reset_after = h.limit.window }
+      end
+      owe(self, v, c.cost, now)
+      enqueue(self, id, v)
+      self.stats.first_sight = self.stats.first_sight + 1
+      return d
+    end
+  end
+  -- No usable view, or a first-sight budget spent: the store decides. Cost
+  -- admitted on first sight and not yet sent is unknown to it: at most
+  -- first_sight, the bound above.
   self.stats.sync = self.stats.sync + 1
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
   if d.source ~= "store" then return d end
-  if not v then
-    local bytes = VIEW_BYTES
-    for _, h in ipairs(c.hits) do bytes = bytes + #h.key + #h.zone end
-    if self.nkeys >= self.max_keys or self.nbytes + bytes > self.max_bytes then
-      self.stats.full = self.stats.full + 1
-      return d
-    end
-    v = { check = c, bytes = bytes, pending = 0, inflight = 0, rem = {}, used = {}, retry = {}, reset = {} }
-    self.views[id] = v
-    self.nkeys, self.nbytes = self.nkeys + 1, self.nbytes + bytes
-  end
+  v = v or add(self, id, c)
+  if not v then return d end
   set_view(v, d, now)
   v.last = now
   return d
@@ -156,6 +248,15 @@ local function sweep(self, now)
       self.nkeys, self.nbytes = self.nkeys - 1, self.nbytes - v.bytes
     end
   end
+  local order, n = {}, 0
+  for k = self.head, self.tail do
+    local v = self.order[k]
+    if self.views[v.id] == v then
+      n = n + 1
+      order[n] = v
+    end
+  end
+  self.order, self.head, self.tail = order, 1, n
 end
 
 -- send decides the checks of ids (a copy of each identity's check with
@@ -172,14 +273,25 @@ local function send(self, ids, costs)
   for k, id in ipairs(ids) do
     local v, d = self.views[id], ds[k]
     if not d then
-      -- Owed still: sent again next round; the view ages meanwhile.
-      v.pending, v.inflight = v.pending + v.inflight, 0
+      -- Owed still: sent again next round, but for what was admitted more
+      -- than a window ago (the smallest of the check's), which no longer
+      -- counts against the limit; the view ages meanwhile.
+      local kept, parts = 0, {}
+      for _, part in ipairs(v.sending or {}) do
+        if now - part.at > v.window / 1e6 then
+          self.stats.dropped = self.stats.dropped + part.cost
+        else
+          kept, parts[#parts + 1] = kept + part.cost, part
+        end
+      end
+      for _, part in ipairs(v.parts) do parts[#parts + 1] = part end
+      v.pending, v.inflight, v.parts, v.sending = v.pending + kept, 0, parts, nil
       enqueue(self, id, v)
       self.stats.failed = self.stats.failed + 1
       if k == 1 then ngx.log(ngx.WARN, "sluice: async flush failed: ", errs[k]) end
     elseif d.allowed or costs[k] == 0 then
       set_view(v, d, now)
-      v.inflight, v.refresh = 0, false
+      v.inflight, v.refresh, v.sending = 0, false, nil
       self.stats.flushed = self.stats.flushed + costs[k]
     else
       -- Denied: nothing recorded. Record what remains, count the rest.
@@ -190,9 +302,10 @@ local function send(self, ids, costs)
       self.stats.unrecorded = self.stats.unrecorded + costs[k] - r
       if r > 0 then
         again[#again + 1], again_costs[#again_costs + 1] = id, r
-        v.inflight = r
+        local newest = v.sending and v.sending[#v.sending]
+        v.inflight, v.sending = r, { { at = newest and newest.at or now, cost = r } }
       else
-        v.inflight = 0
+        v.inflight, v.sending = 0, nil
       end
       set_view(v, d, now)
       for i in ipairs(d.hits) do v.rem[i] = 0 end
@@ -225,6 +338,7 @@ function _M.round(self, queue)
       v.queued = false
       if v.pending > 0 then
         v.inflight, v.pending = v.pending, 0
+        v.sending, v.parts = v.parts, {}
         ids[#ids + 1], costs[#costs + 1] = id, v.inflight
       elseif v.refresh then
         ids[#ids + 1], costs[#costs + 1] = id, 0

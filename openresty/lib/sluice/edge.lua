@@ -4,8 +4,25 @@
 -- module (edge/doc.go): same policy, same breaker, same deny cache rule.
 local limits = require "sluice.limits"
 
-local format, concat, max, min, random = string.format, table.concat, math.max, math.min, math.random
+local ffi = require "ffi"
+
+local format, concat, max, min, random, floor = string.format, table.concat, math.max, math.min, math.random, math.floor
+local itoa = require("sluice.keys").itoa
 local shared = ngx.shared
+
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } sluice_timespec;
+int clock_gettime(int clk_id, sluice_timespec *tp);
+]]
+local ts = ffi.new("sluice_timespec")
+
+-- clock returns the time of day in s, to the µs: what ngx.update_time()
+-- and ngx.now() give to the ms, without nginx formatting its cached time
+-- strings on every call (the deny cache reads it for every request).
+local function clock()
+  ffi.C.clock_gettime(0, ts) -- CLOCK_REALTIME
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
 
 local _M = {}
 local mt = { __index = _M }
@@ -40,6 +57,9 @@ function _M.new(lim, opts)
   self.max_backoff = (opts.breaker_max_backoff or _M.BREAKER_MAX_BACKOFF * 1000) / 1000
   self.max_age = (opts.deny_cache_max_age or _M.DENY_CACHE_MAX_AGE * 1000) / 1000
   self.ns = lim.prefix .. "|" .. lim.client.name .. "|" -- one dict may serve several limiters
+  self.epoch_key = self.ns .. "epoch"
+  -- The breaker's keys, made once: admit and report run for every call.
+  self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
   if opts.async then
     self.async, err = require("sluice.async").new(lim, self, opts)
     if not self.async then return nil, limits.INVALID .. err end
@@ -64,53 +84,99 @@ end
 local function admit(self)
   local b = self.breaker
   if not b then return true end
-  local untl = b:get(self.ns .. "u")
+  local untl = b:get(self.k_until)
   if not untl then return true end
   ngx.update_time()
   if ngx.now() < untl then return false end
   -- One probe for every worker: add fails while another is under way.
-  local ok = b:add(self.ns .. "p", true, self.lim.timeout / 1000 * 4 + 1)
+  local ok = b:add(self.k_probe, true, self.lim.timeout / 1000 * 4 + 1)
   return ok, true
 end
 
 local function report(self, ok, probe)
   local b = self.breaker
   if not b then return end
-  local ns = self.ns
   if ok then
-    if b:get(ns .. "f") or b:get(ns .. "u") then
-      b:delete(ns .. "f")
-      b:delete(ns .. "u")
-      b:delete(ns .. "b")
-      b:delete(ns .. "p")
+    -- "u" (open) is only ever set while "f" counts failures: one read
+    -- tells a success that there is nothing to close.
+    if b:get(self.k_fail) or probe then
+      b:delete(self.k_fail)
+      b:delete(self.k_until)
+      b:delete(self.k_back)
+      b:delete(self.k_probe)
       ngx.log(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
     end
     return
   end
-  local f = b:incr(ns .. "f", 1, 0)
-  if probe or (f and f >= self.failures and not b:get(ns .. "u")) then
-    local back = b:get(ns .. "b")
+  local f = b:incr(self.k_fail, 1, 0)
+  if probe or (f and f >= self.failures and not b:get(self.k_until)) then
+    local back = b:get(self.k_back)
     back = back and min(back * 2, self.max_backoff) or self.backoff
-    b:set(ns .. "b", back)
+    b:set(self.k_back, back)
     ngx.update_time()
-    b:set(ns .. "u", ngx.now() + back * (1 - random() / 4))
-    b:delete(ns .. "p")
+    b:set(self.k_until, ngx.now() + back * (1 - random() / 4))
+    b:delete(self.k_probe)
     ngx.log(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
   end
 end
 
--- Deny cache: a denial stored under a digest of the check's identity, with
--- the time the check was sent and its hit results.
+-- Deny cache: a denial stored under a compact key of the check's
+-- identity, in binary: the epoch and times, then each hit's result.
+--
+-- The key is "d", 10 bytes of SHA-1 of everything that identifies the
+-- check but its key (limiter, cost, group, shadow flag, zone, limits), and
+-- the key itself when it is short ("=" and at most SHORT_KEY bytes), else
+-- "#" and its SHA-1: at most 60 bytes whatever the key. access computes
+-- the prefix once per location (deny_prefix), so a cached denial costs a
+-- concatenation and two dict reads, no digest. A check whose hits differ
+-- in zone or key is keyed "D" and the SHA-1 of all of it.
 
-local function fingerprint(self, c)
-  local parts = { self.ns, c.cost, c.group or "", c.shadow and 1 or 0 }
-  for _, h in ipairs(c.hits) do
-    local l = h.limit
-    parts[#parts + 1] = format("|%d:%s|%d:%s|%s%.0f/%.0f/%.0f/%d", #h.zone, h.zone, #h.key, h.key,
-      l.code, l.rate, l.window, l.bucket, l.shadow and 1 or 0)
+local SHORT_KEY = 48
+
+-- describe returns the identity of a check but its key; zone nil for hits
+-- that differ in zone or key (each hit's zone and key then described).
+local function describe(ns, cost, group, shadow, zone, hits, limits_only)
+  local parts = { ns, itoa(cost), #(group or "") .. ":" .. (group or ""), shadow and "1" or "0" }
+  if zone then parts[#parts + 1] = #zone .. ":" .. zone end
+  for i = 1, #hits do
+    local h = hits[i]
+    local l = limits_only and h or h.limit
+    local p = l.code .. itoa(l.rate) .. "/" .. itoa(l.window) .. "/" .. itoa(l.bucket) .. "/" .. (l.shadow and 1 or 0)
+    if not zone then p = #h.zone .. ":" .. h.zone .. "|" .. #h.key .. ":" .. h.key .. "|" .. p end
+    parts[#parts + 1] = p
   end
-  return "d" .. ngx.sha1_bin(concat(parts, "|"))
+  return concat(parts, "|")
 end
+
+-- deny_prefix returns the start of the deny cache key of the checks of
+-- limits ls (validated) on a key of zone, at cost, with group and shadow.
+function _M.deny_prefix(self, cost, group, shadow, zone, ls)
+  return "d" .. ngx.sha1_bin(describe(self.ns, cost, group, shadow, zone, ls, true)):sub(1, 10)
+end
+
+-- deny_key is the end of a deny cache key: the key, or its digest.
+local function deny_key(key)
+  if #key <= SHORT_KEY then return "=" .. key end
+  return "#" .. ngx.sha1_bin(key)
+end
+_M.deny_key = deny_key
+
+-- fingerprint returns the deny cache key of c (valid), at cost when given
+-- (the async views' identity: cost 1 whatever the check's).
+local function fingerprint(self, c, cost)
+  cost = cost or c.cost
+  local hits = c.hits
+  local zone, key = hits[1].zone, hits[1].key
+  for i = 2, #hits do
+    if hits[i].zone ~= zone or hits[i].key ~= key then
+      return "D" .. ngx.sha1_bin(describe(self.ns, cost, c.group, c.shadow, nil, hits))
+    end
+  end
+  local ls = {}
+  for i = 1, #hits do ls[i] = hits[i].limit end
+  return self:deny_prefix(cost, c.group, c.shadow, zone, ls) .. deny_key(key)
+end
+_M.fingerprint = fingerprint
 
 -- hold returns how long (s) a denial may be repeated: RetryAfter for log
 -- and gcra, whose RetryAfter is exact; 1% and a µs less for the
@@ -127,54 +193,68 @@ local function hold(c, d)
   return h
 end
 
-local function encode_hits(d)
-  local out = {}
-  for i, h in ipairs(d.hits) do
-    out[i] = format("%d,%d,%.17g,%.0f,%.0f,%.0f", h.allowed and 1 or 0, h.shadow and 1 or 0, h.used,
-      h.remaining, h.retry_after, h.reset_after)
-  end
-  return concat(out, ";")
-end
+-- The value: HEAD doubles (epoch, sent and until in s), then PER_HIT per
+-- hit (flags: 1 allowed, 2 shadow; used, remaining, retry_after and
+-- reset_after in µs), read in place through the FFI.
+local HEAD, PER_HIT = 3, 5
+local DOUBLES = ffi.typeof("const double *")
+local buf = ffi.new("double[?]", HEAD + PER_HIT * limits.MAX_HITS)
 
-local function decode_hits(s, elapsed)
-  local hits = {}
-  for a, sh, used, rem, retry, reset in s:gmatch("(%d),(%d),([^,]+),([^,]+),([^,]+),([^;]+)") do
-    hits[#hits + 1] = {
-      allowed = a == "1", shadow = sh == "1", used = tonumber(used), remaining = tonumber(rem),
-      retry_after = max(0, tonumber(retry) - elapsed), reset_after = max(0, tonumber(reset) - elapsed),
-    }
-  end
-  return hits
-end
-
-local function cached(self, c)
-  local v = self.deny:get(fingerprint(self, c))
+-- cached returns the denial kept under id while it certainly holds, its
+-- waits counted down, or nil.
+function _M.cached(self, id)
+  local deny = self.deny
+  local v = deny:get(id)
   if not v then return nil end
-  local epoch, sent, untl, hits = v:match("^(%d+) ([^ ]+) ([^ ]+) (.*)$")
-  if tonumber(epoch) ~= (self.deny:get(self.ns .. "epoch") or 0) then return nil end
-  ngx.update_time()
-  local now = ngx.now()
-  -- now is in whole ms, up to 1 ms behind the clock: a denial is repeated
-  -- only while it certainly holds.
-  if now + 0.001 >= tonumber(untl) then return nil end
-  local lim = require "sluice"
-  local d = { source = "deny-cache", hits = decode_hits(hits, (now - tonumber(sent)) * 1e6) }
-  lim.conclude(d)
+  local n = (#v / 8 - HEAD) / PER_HIT
+  if n < 1 or n ~= floor(n) then return nil end
+  local p = ffi.cast(DOUBLES, v)
+  if p[0] ~= (deny:get(self.epoch_key) or 0) then return nil end
+  local now = clock()
+  -- A denial is repeated only while more than 1 ms of it is left: the
+  -- margin the cache kept when nginx's clock (whole ms) was read here.
+  if now + 0.001 >= p[2] then return nil end
+  local elapsed = (now - p[1]) * 1e6
+  local hits = {}
+  local d = { source = "deny-cache", allowed = true, shadowed = false, retry_after = 0, hits = hits }
+  for i = 1, n do
+    local k = HEAD + (i - 1) * PER_HIT
+    local f = p[k]
+    local allowed, shadow = f == 1 or f == 3, f >= 2
+    local retry = max(0, p[k + 3] - elapsed)
+    hits[i] = { allowed = allowed, shadow = shadow, used = p[k + 1], remaining = p[k + 2],
+      retry_after = retry, reset_after = max(0, p[k + 4] - elapsed) }
+    if not allowed then
+      if shadow then
+        d.shadowed = true
+      else
+        d.denier = d.denier or i
+        d.allowed = false
+        if retry > d.retry_after then d.retry_after = retry end
+      end
+    end
+  end
   if d.allowed then return nil end
-  d.retry_after = max(d.retry_after, 1)
+  if d.retry_after < 1 then d.retry_after = 1 end
   return d
 end
 
-local function store_denial(self, c, d, sent, epoch)
+local function store_denial(self, id, c, d, sent, epoch)
   local h = min(hold(c, d), self.max_age)
   if h <= 0.001 then return end
-  local v = format("%d %.3f %.3f %s", epoch, sent, sent + h, encode_hits(d))
-  self.deny:set(fingerprint(self, c), v, h)
+  buf[0], buf[1], buf[2] = epoch, sent, sent + h
+  local hits = d.hits
+  for i = 1, #hits do
+    local r, k = hits[i], HEAD + (i - 1) * PER_HIT
+    buf[k], buf[k + 1], buf[k + 2], buf[k + 3], buf[k + 4] = (r.allowed and 1 or 0) + (r.shadow and 2 or 0),
+        r.used, r.remaining, r.retry_after, r.reset_after
+  end
+  self.deny:set(id, ffi.string(buf, (HEAD + PER_HIT * #hits) * 8), h)
 end
 
 -- forget drops every stored denial (after a reset through this limiter).
 function _M.forget(self, c)
-  if self.deny then self.deny:incr(self.ns .. "epoch", 1, 0) end
+  if self.deny then self.deny:incr(self.epoch_key, 1, 0) end
 end
 
 -- LOG_INTERVAL is the least time between two log lines about decisions
@@ -200,26 +280,36 @@ end
 function _M.decide(self, c, now)
   local err = limits.validate_check(c)
   if err then return nil, err end
+  return self:decide_valid(c, now)
+end
+
+-- decide_valid is decide for a valid check. id is its deny cache key when
+-- the caller has it, and looked that the caller looked it up already;
+-- view_id its async view's identity (fingerprint at cost 1) when known.
+function _M.decide_valid(self, c, now, id, looked, view_id)
   -- The cache holds denials on nginx's clock: not for checks on a clock
   -- of the caller's.
   local deny = self.deny and c.cost > 0 and not c.shadow and now == nil
   if deny then
-    local d = cached(self, c)
-    if d then return d end
+    id = id or fingerprint(self, c)
+    if not looked then
+      local d = self:cached(id)
+      if d then return d end
+    end
   end
-  if self.async and c.cost > 0 and now == nil then return self.async:decide(c) end
-  return self:guarded(c, now, deny)
+  if self.async and c.cost > 0 and now == nil then return self.async:decide(c, view_id) end
+  return self:guarded(c, now, deny and id)
 end
 
 -- guarded decides c (validated) on Redis unless the breaker is open, else by
--- the policy; with deny, a store denial is kept in the deny cache.
-function _M.guarded(self, c, now, deny)
+-- the policy; with a deny cache key id, a store denial is kept in the
+-- deny cache.
+function _M.guarded(self, c, now, id)
   local ok, probe = admit(self)
   if not ok then return self:degraded() end
   local sent, epoch, d, err
-  if deny then
-    ngx.update_time()
-    sent, epoch = ngx.now(), self.deny:get(self.ns .. "epoch") or 0
+  if id then
+    sent, epoch = clock(), self.deny:get(self.epoch_key) or 0
   end
   d, err = self.lim:check(c, now, true)
   if not d then
@@ -229,7 +319,7 @@ function _M.guarded(self, c, now, deny)
     return self:degraded()
   end
   report(self, true, probe)
-  if deny and not d.allowed then store_denial(self, c, d, sent, epoch) end
+  if id and not d.allowed then store_denial(self, id, c, d, sent, epoch) end
   return d
 end
 

@@ -25,23 +25,26 @@ local function param(name, v)
   return format("%s%.0f", name, min(max(v, 0), MAX_SF_INTEGER))
 end
 
+-- shown reports whether hit i of c appears in the fields (not shadow).
+local function shown_hit(c, i) return not c.shadow and not c.hits[i].limit.shadow end
+
 -- field_ids returns each hit's identifier in the fields: its label, made
 -- unique among the shown (non-shadow) hits (httpfields.FieldIDs).
 function _M.field_ids(c)
   local ids, hits = {}, c.hits
-  local function shown(i) return not c.shadow and not hits[i].limit.shadow end
+  local shown = shown_hit
   local shared = false
   for i, h in ipairs(hits) do
     ids[i] = limits.label(h.limit)
     for j = 1, i - 1 do
-      shared = shared or (shown(i) and shown(j) and ids[j] == ids[i])
+      shared = shared or (shown(c, i) and shown(c, j) and ids[j] == ids[i])
     end
   end
   if not shared then return ids end
   local qualified = {}
   for i = 1, #ids do
     for j = 1, #ids do
-      if i ~= j and shown(i) and shown(j) and limits.label(hits[i].limit) == limits.label(hits[j].limit) then
+      if i ~= j and shown(c, i) and shown(c, j) and limits.label(hits[i].limit) == limits.label(hits[j].limit) then
         qualified[i] = (hits[i].zone or "") ~= ""
       end
     end
@@ -51,8 +54,8 @@ function _M.field_ids(c)
   end
   for i = 1, #ids do
     local j = 1
-    while j < i and shown(i) do
-      if shown(j) and ids[j] == ids[i] then
+    while j < i and shown(c, i) do
+      if shown(c, j) and ids[j] == ids[i] then
         ids[i] = ids[i] .. "#" .. i
         j = 1
       else
@@ -106,8 +109,10 @@ function _M.set_fields(c, d)
 end
 
 -- json_string is s as a JSON string, as encoding/json writes it.
+local function json_escape(ch) return format("\\u%04x", byte(ch)) end
+
 local function json_string(s)
-  s = s:gsub('[\\"]', "\\%0"):gsub("[%z\1-\31<>&]", function(ch) return format("\\u%04x", byte(ch)) end)
+  s = s:gsub('[\\"]', "\\%0"):gsub("[%z\1-\31<>&]", json_escape)
   return '"' .. s .. '"'
 end
 
@@ -149,6 +154,79 @@ function _M.deny(status, c, d)
   end
   return _M.problem(status, "Quota exceeded", detail,
     "https://iana.org/assignments/http-problem-types#quota-exceeded", violated)
+end
+
+-- Sites: access with a spec string derives the fields' parts its checks
+-- share once (sluice.lua's site_of), and each answer only adds the numbers.
+
+-- prepare fills site (n hits) with what the fields of the checks like c
+-- share: RateLimit-Policy, and each shown hit's identifier quoted for the
+-- RateLimit field (qids) and for the problem (jids).
+function _M.prepare(site, c)
+  local ids = _M.field_ids(c)
+  site.ids, site.policy, site.qids, site.jids = ids, _M.policy(c, ids), {}, {}
+  for i = 1, #c.hits do
+    if shown_hit(c, i) then site.qids[i], site.jids[i] = sf_string(ids[i]), json_string(ids[i]) end
+  end
+end
+
+-- site_ratelimit is the RateLimit field of d, a decision of site, or nil.
+-- The numbers are integers far below 1e14, which .. prints exactly.
+local function site_ratelimit(site, d)
+  local hits = d.hits
+  if #hits ~= site.n then return nil end
+  if site.n == 1 then -- no loop: the common case stays one compiled trace
+    local q, r = site.qids[1], hits[1]
+    if not q then return nil end
+    return q .. ";r=" .. min(r.remaining, MAX_SF_INTEGER) .. ";t=" ..
+        min(ceil_seconds(r.allowed and r.reset_after or r.retry_after), MAX_SF_INTEGER)
+  end
+  local out
+  for i = 1, site.n do
+    local q = site.qids[i]
+    if q then
+      local r = hits[i]
+      local item = q .. ";r=" .. min(r.remaining, MAX_SF_INTEGER) .. ";t=" ..
+          min(ceil_seconds(r.allowed and r.reset_after or r.retry_after), MAX_SF_INTEGER)
+      out = out and (out .. ", " .. item) or item
+    end
+  end
+  return out
+end
+
+-- set_site_fields sets the RateLimit fields of d, a decision of site.
+function _M.set_site_fields(site, d)
+  local h = ngx.header
+  if site.policy then h["RateLimit-Policy"] = site.policy end
+  local rl = site_ratelimit(site, d)
+  if rl then h["RateLimit"] = rl end
+end
+
+local QUOTA_TYPE = '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":'
+local CLOSED_DETAIL = "the rate limiter is unavailable and denies requests until it is back; retry after 1 s"
+
+-- deny_site answers d, a denial of site, as deny does.
+function _M.deny_site(status, site, d)
+  _M.set_site_fields(site, d)
+  local h = ngx.header
+  local secs = _M.retry_after_seconds(d)
+  h["Retry-After"] = secs
+  local violated
+  local hits = d.hits
+  for i = 1, site.n do
+    local r, j = hits[i], site.jids[i]
+    if j and r and not r.allowed and not r.shadow then violated = violated and (violated .. "," .. j) or j end
+  end
+  local detail = d.source == "fail-closed" and CLOSED_DETAIL or ("the rate limit is exceeded; retry after " .. secs .. " s")
+  local body = QUOTA_TYPE .. status .. ',"detail":"' .. detail .. '"' ..
+      (violated and (',"violated-policies":[' .. violated .. "]}\n") or "}\n")
+  ngx.status = status
+  h["Content-Type"] = "application/problem+json"
+  h["Cache-Control"] = "no-store"
+  h["Content-Length"] = #body
+  h["X-Content-Type-Options"] = "nosniff"
+  ngx.print(body)
+  return ngx.exit(status)
 end
 
 return _M

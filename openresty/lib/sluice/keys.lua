@@ -49,7 +49,18 @@ end
 -- encode_part is redisstore's encodePart: an injective escape into
 -- printable ASCII without "{", "}" or ":", or "%H" and the hex SHA-256 of
 -- s when the escape is longer than MAX_PART bytes.
+-- clean reports whether s has no byte encode_part escapes: a loop LuaJIT
+-- compiles, where find with a pattern is not.
+local function clean(s)
+  for i = 1, #s do
+    local b = byte(s, i)
+    if b <= 32 or b >= 127 or b == 123 or b == 125 or b == 58 or b == 37 then return false end
+  end
+  return true
+end
+
 function _M.encode_part(s)
+  if #s <= _M.MAX_PART and clean(s) then return s end
   if not find(s, ESCAPED) then
     if #s <= _M.MAX_PART then return s end
     return "%H" .. sha256_hex(s)
@@ -67,6 +78,20 @@ local function itoa(n)
 end
 _M.itoa = itoa
 
+-- limit_suffix returns "}:<ALGO><window µs>[/<bucket µs>]" for limit,
+-- kept on it while its algorithm, window and bucket stay.
+local function limit_suffix(limit)
+  local s = limit.key_suffix
+  if s and limit.ks_code == limit.code and limit.ks_window == limit.window and limit.ks_bucket == limit.bucket then
+    return s
+  end
+  local num = itoa(limit.window)
+  if limit.code == "b" then num = num .. "/" .. itoa(limit.bucket) end
+  s = "}:" .. _M.KEY_CODE[limit.code] .. num
+  limit.key_suffix, limit.ks_code, limit.ks_window, limit.ks_bucket = s, limit.code, limit.window, limit.bucket
+  return s
+end
+
 -- state_key returns the key of a hit's state and its tag. limit is a
 -- parsed limit (sluice.limits): code, window and bucket in µs.
 function _M.state_key(prefix, zone, key, group, limit)
@@ -77,9 +102,7 @@ function _M.state_key(prefix, zone, key, group, limit)
   else
     tag, suffix = enc(key), ""
   end
-  local num = itoa(limit.window)
-  if limit.code == "b" then num = num .. "/" .. itoa(limit.bucket) end
-  return prefix .. enc(zone) .. "{" .. tag .. "}:" .. _M.KEY_CODE[limit.code] .. num .. suffix, tag
+  return prefix .. enc(zone) .. "{" .. tag .. limit_suffix(limit) .. suffix, tag
 end
 
 -- CRC is the table of CRC-16/XMODEM (polynomial 0x1021).

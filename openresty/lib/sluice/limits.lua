@@ -132,30 +132,33 @@ end
 
 -- validate returns nil when l can be used, else the error (Limit.Validate).
 -- It fills l.code and l.bucket.
+-- bad is validate's error about l. (Not a closure: validate runs for
+-- every check, and LuaJIT does not compile the creation of one.)
+local function bad(l, why)
+  local spec = type(l.rate) == "number" and type(l.window) == "number" and _M.spec(l) or "?"
+  return INVALID .. format("limit %q: %s", spec, why)
+end
+
 function _M.validate(l)
-  local function bad(why)
-    local spec = type(l.rate) == "number" and type(l.window) == "number" and _M.spec(l) or "?"
-    return INVALID .. format("limit %q: %s", spec, why)
-  end
   local rate, w = l.rate, l.window
-  if type(rate) ~= "number" or rate <= 0 or rate ~= floor(rate) then return bad("rate must be a positive integer") end
-  if rate > _M.MAX_RATE then return bad(format("rate must be <= %d (sluice.MaxRate)", _M.MAX_RATE)) end
-  if type(w) ~= "number" or w <= 0 then return bad("window must be > 0") end
-  if w > _M.MAX_WINDOW then return bad("window must be <= 36500 days (sluice.MaxWindow)") end
-  if w ~= floor(w) then return bad("window must be a whole number of microseconds") end
+  if type(rate) ~= "number" or rate <= 0 or rate ~= floor(rate) then return bad(l, "rate must be a positive integer") end
+  if rate > _M.MAX_RATE then return bad(l, format("rate must be <= %d (sluice.MaxRate)", _M.MAX_RATE)) end
+  if type(w) ~= "number" or w <= 0 then return bad(l, "window must be > 0") end
+  if w > _M.MAX_WINDOW then return bad(l, "window must be <= 36500 days (sluice.MaxWindow)") end
+  if w ~= floor(w) then return bad(l, "window must be a whole number of microseconds") end
   local code = CODE[l.algorithm]
-  if not code then return bad(format("unknown algorithm %q", tostring(l.algorithm))) end
+  if not code then return bad(l, format("unknown algorithm %q", tostring(l.algorithm))) end
   if code == "l" and rate > _M.MAX_LOG_RATE then
-    return bad(format("a log limit's rate must be <= %d (use an estimating algorithm for higher rates)", _M.MAX_LOG_RATE))
+    return bad(l, format("a log limit's rate must be <= %d (use an estimating algorithm for higher rates)", _M.MAX_LOG_RATE))
   end
   l.code, l.bucket = code, w
   if code ~= "b" then return nil end
   local r = l.resolution or 0
   if r == 0 then r = floor(w * 1000 / _M.DEFAULT_BUCKETS) / 1000 end -- Window/10 in ns, then µs
-  if r < 0 then return bad("resolution must be >= 0") end
-  if r < 1 or r ~= floor(r) then return bad("resolution must be a whole number of microseconds") end
-  if w % r ~= 0 then return bad("resolution does not divide the window") end
-  if w / r > _M.MAX_BUCKETS then return bad(format("resolution makes %d buckets per window, more than %d", w / r, _M.MAX_BUCKETS)) end
+  if r < 0 then return bad(l, "resolution must be >= 0") end
+  if r < 1 or r ~= floor(r) then return bad(l, "resolution must be a whole number of microseconds") end
+  if w % r ~= 0 then return bad(l, "resolution does not divide the window") end
+  if w / r > _M.MAX_BUCKETS then return bad(l, format("resolution makes %d buckets per window, more than %d", w / r, _M.MAX_BUCKETS)) end
   l.bucket = r
   return nil
 end

@@ -21,6 +21,21 @@ local function snap_len(sp)
 end
 _M.snap_len = snap_len
 
+-- spec returns what the scripts are told of limit l (code, rate, window,
+-- bucket, shadow) with its arguments as strings, kept on l while they
+-- stay the same: made once per limit, not per check. Read only.
+function _M.spec(l, shadow)
+  local k = shadow and "spec_shadow" or "spec"
+  local sp = l[k]
+  if sp and sp.code == l.code and sp.rate == l.rate and sp.window == l.window and sp.bucket == l.bucket then
+    return sp
+  end
+  sp = { code = l.code, rate = l.rate, window = l.window, bucket = l.bucket, shadow = shadow,
+    a_rate = itoa(l.rate), a_window = itoa(l.window), a_bucket = itoa(l.bucket), a_shadow = shadow and "1" or "0" }
+  l[k] = sp
+  return sp
+end
+
 -- encode returns decide.lua's KEYS and ARGV for calls (each one check's
 -- hits in one slot: {keys, specs, cost}): now ("" for the server's TIME),
 -- padding, id, the distinct limits, then per check cost, hit count, limit
@@ -49,8 +64,13 @@ function _M.encode(now, padding, id, calls)
   for j = 1, nl do
     local sp = limits[j]
     local n = #args
-    args[n + 1], args[n + 2], args[n + 3], args[n + 4], args[n + 5] =
-        sp.code, itoa(sp.rate), itoa(sp.window), itoa(sp.bucket), sp.shadow and "1" or "0"
+    if sp.a_rate then
+      args[n + 1], args[n + 2], args[n + 3], args[n + 4], args[n + 5] =
+          sp.code, sp.a_rate, sp.a_window, sp.a_bucket, sp.a_shadow
+    else
+      args[n + 1], args[n + 2], args[n + 3], args[n + 4], args[n + 5] =
+          sp.code, itoa(sp.rate), itoa(sp.window), itoa(sp.bucket), sp.shadow and "1" or "0"
+    end
   end
   local r = 0
   for _, cl in ipairs(calls) do
