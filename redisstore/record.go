@@ -1,0 +1,179 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxRecordBatch is the most records one record.lua call carries: about a
+// millisecond of Redis's time for sliding windows, short beside the
+// checks waiting behind it.
+const MaxRecordBatch = 512
+
+// RecordUnsent is RecordBatch's outcome of a record whose call failed.
+const RecordUnsent = -2
+
+// recordWorkers bounds the record.lua calls under way at once for one
+// RecordBatch in a Cluster (one call per hash slot).
+const recordWorkers = 8
+
+// RecordBatch adds the cost of each of checks to the state of its one hit
+// without deciding anything: cost already admitted elsewhere (an
+// edge.Async's first sight) and sent later. A record's cost is written
+// where it fits at the time Redis runs it, as a check of that cost alone
+// would be, and nothing is written where it does not: the store never
+// holds more than its limit (a shadow limit records either way). Records
+// go in record.lua calls of up to MaxRecordBatch, one hash slot per call
+// in a Cluster; each call is bounded by Options.Timeout.
+//
+// recorded[i] is set to checks[i].Cost when recorded, 0 when it did not
+// fit, -1 when the script failed on its key (a key of another type under
+// the prefix: sending it again cannot help), and RecordUnsent when its
+// call failed. An error wraps sluice.ErrInvalid (a check of more or fewer
+// than one hit, a cost of 0, a bad limit: nothing is sent) or
+// sluice.ErrUnavailable (a call failed: the caller sends the records left
+// RecordUnsent again; a call that timed out may still have been recorded,
+// which can only over-count).
+func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+	if len(recorded) < len(checks) {
+		return fmt.Errorf("redisstore: record: %w: %d results for %d records", sluice.ErrInvalid, len(recorded), len(checks))
+	}
+	recs := make([]record, len(checks))
+	for i := range checks {
+		c := &checks[i]
+		if len(c.Hits) != 1 || c.Cost <= 0 {
+			return fmt.Errorf("redisstore: record %s: %w: a record has one hit and a cost > 0", describe(*c), sluice.ErrInvalid)
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("redisstore: record %s: %w", describe(*c), err)
+		}
+		h := c.Hits[0]
+		st := stateOf(h, c.Group)
+		key, tag := stateKey(s.prefix, st)
+		recs[i] = record{i: i, key: key, spec: specOf(h, st, c.Shadow), cost: c.Cost}
+		if s.cluster {
+			recs[i].slot = slot(tag)
+		}
+		recorded[i] = RecordUnsent
+	}
+	var batches [][]record
+	if !s.cluster {
+		for len(recs) > 0 {
+			n := min(len(recs), MaxRecordBatch)
+			batches, recs = append(batches, recs[:n]), recs[n:]
+		}
+	} else {
+		bySlot := map[uint16][]record{}
+		for _, r := range recs {
+			bySlot[r.slot] = append(bySlot[r.slot], r)
+		}
+		for _, group := range bySlot {
+			for len(group) > 0 {
+				n := min(len(group), MaxRecordBatch)
+				batches, group = append(batches, group[:n]), group[n:]
+			}
+		}
+	}
+	errs := make([]error, len(batches))
+	if len(batches) == 1 {
+		errs[0] = s.recordCall(ctx, batches[0], recorded)
+	} else {
+		var next sync.Mutex
+		k := 0
+		var wg sync.WaitGroup
+		for range min(recordWorkers, len(batches)) {
+			wg.Go(func() {
+				for {
+					next.Lock()
+					j := k
+					k++
+					next.Unlock()
+					if j >= len(batches) {
+						return
+					}
+					errs[j] = s.recordCall(ctx, batches[j], recorded)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return fmt.Errorf("redisstore: record %d: %w", len(checks), ctxErr)
+			}
+			return fmt.Errorf("redisstore: record %d: %w: %w", len(checks), sluice.ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// record is one record of a RecordBatch: its index, key and limit.
+type record struct {
+	i    int
+	slot uint16
+	key  string
+	spec spec
+	cost int64
+}
+
+// recordCall runs one record.lua call for recs, within Options.Timeout,
+// and writes their outcomes into recorded.
+func (s *Store) recordCall(ctx context.Context, recs []record, recorded []int64) error {
+	keys := make([]string, len(recs))
+	var limits []spec
+	refs := make([]int, len(recs))
+	last := -1
+	for j, r := range recs {
+		keys[j] = r.key
+		if last < 0 || limits[last] != r.spec {
+			last = 0
+			for last < len(limits) && limits[last] != r.spec {
+				last++
+			}
+			if last == len(limits) {
+				limits = append(limits, r.spec)
+			}
+		}
+		refs[j] = last + 1
+	}
+	args := make([]string, 0, 4+5*len(limits)+2*len(recs))
+	args = append(args, s.nowArg(), s.padding, s.callID(), strconv.Itoa(len(limits)))
+	for _, sp := range limits {
+		shadow := "0"
+		if sp.shadow {
+			shadow = "1"
+		}
+		args = append(args, string(sp.code), strconv.FormatInt(sp.rate, 10),
+			strconv.FormatInt(sp.window, 10), strconv.FormatInt(sp.bucket, 10), shadow)
+	}
+	for j, r := range recs {
+		args = append(args, strconv.FormatInt(r.cost, 10), strconv.Itoa(refs[j]))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	raw, err := run(ctx, s.sc, s.scripts.record, keys, args)
+	if err != nil {
+		return err
+	}
+	if len(raw) != 1+len(recs) || raw[0] <= 0 {
+		return fmt.Errorf("record script replied %d values for %d records", len(raw), len(recs))
+	}
+	for j, r := range recs {
+		switch raw[1+j] {
+		case 1:
+			recorded[r.i] = r.cost
+		case 0:
+			recorded[r.i] = 0
+		case -1:
+			recorded[r.i] = -1
+		default:
+			return fmt.Errorf("record script replied %d for a record", raw[1+j])
+		}
+	}
+	return nil
+}
