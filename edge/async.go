@@ -157,7 +157,8 @@ type Async struct {
 	log        *slog.Logger
 	logs       throttle
 
-	secret secret // keys the fingerprints of slots
+	secret secret      // keys the fingerprints of slots
+	first  *firstTable // nil without FirstSight
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
@@ -297,6 +298,9 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a.base = a.now().Add(-time.Second) // so that mono() > 0
 	for i := range a.shards {
 		a.shards[i].m = make(map[fingerprint]*slot)
+	}
+	if a.firstSight > 0 {
+		a.first = newFirstTable(a.maxKeys)
 	}
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
 	a.work = make(chan flushItem, flushers)

@@ -15,8 +15,8 @@
 -- records whether it fits or not, as a check's shadow hit does.
 --
 -- It replies no snapshot and decides nothing else, so a record costs Redis
--- the algorithm's own commands (GET and SET for a sliding window) and one
--- integer of reply.
+-- the algorithm's own commands and one integer of reply: for a sliding
+-- window not stored yet, one SET ... NX.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -48,6 +48,15 @@ end
 local scratch = {}
 local function record_one(j, l, cost)
   local code = LC[l]
+  if code == 'w' and cost <= LR[l] then
+    -- A sliding window not stored yet (most first-sight keys): its state
+    -- after the record, written only if the key is missing, one command
+    -- instead of GET and SET; the same state and TTL as w_record writes.
+    local wi = floordiv(now, LW[l])
+    if call('SET', KEYS[j], spack('<ddd', wi, cost, 0), 'NX', 'PX', ttl_ms((wi + 2) * LW[l] - now, pad)) then
+      return 1
+    end
+  end
   local f = LOAD[code](1, KEYS[j], l, now, cost, scratch, 0)
   if not f and not LS[l] then return 0 end
   RECORD[code](1, KEYS[j], l, now, cost, pad, j)
