@@ -141,10 +141,11 @@ var (
 
 // The metrics of async zones, by failure policy and sync interval.
 var (
-	asyncLabels          = []string{"policy", "sync_interval", "processes"}
+	asyncLabels          = []string{"policy", "sync_interval", "processes", "first_sight"}
 	descAsyncPending     = prometheus.NewDesc("sluice_async_pending_cost", "Cost admitted by async zones and not yet recorded by the store, summed over keys.", asyncLabels, nil)
 	descAsyncKeys        = prometheus.NewDesc("sluice_async_keys", "Keys tracked by async zones.", asyncLabels, nil)
 	descAsyncDecisions   = prometheus.NewDesc("sluice_async_decisions_total", "Checks of async zones, by path: local (from the view) or sync (passed to the store).", append(asyncLabels, "path"), nil)
+	descAsyncFirstSight  = prometheus.NewDesc("sluice_async_first_sight_total", "Checks of async zones admitted locally on a key's first sight (first_sight), counted among the local decisions too.", asyncLabels, nil)
 	descAsyncFlushes     = prometheus.NewDesc("sluice_async_flushes_total", "Flush rounds of async zones.", asyncLabels, nil)
 	descAsyncFlushSecs   = prometheus.NewDesc("sluice_async_flush_seconds_total", "Time spent in flush rounds; divide by sluice_async_flushes_total for the mean latency.", asyncLabels, nil)
 	descAsyncLastFlush   = prometheus.NewDesc("sluice_async_last_flush_seconds", "Length of the last flush round.", asyncLabels, nil)
@@ -156,7 +157,7 @@ var (
 
 func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries,
-		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
+		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFirstSight, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
 		ch <- d
 	}
 }
@@ -167,7 +168,7 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 	defer e.b.amu.Unlock()
 	for k, a := range e.b.asyncs {
 		s := a.Stats()
-		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes)}
+		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes), strconv.FormatInt(k.firstSight, 10)}
 		metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, t, v, append(l, extra...)...)
 		}
@@ -175,6 +176,7 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 		metric(descAsyncKeys, prometheus.GaugeValue, float64(s.Keys))
 		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Local), "local")
 		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Sync), "sync")
+		metric(descAsyncFirstSight, prometheus.CounterValue, float64(s.FirstSight))
 		metric(descAsyncFlushes, prometheus.CounterValue, float64(s.Flushes))
 		metric(descAsyncFlushSecs, prometheus.CounterValue, s.FlushSeconds)
 		metric(descAsyncLastFlush, prometheus.GaugeValue, s.LastFlush.Seconds())
