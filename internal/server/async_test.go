@@ -195,6 +195,11 @@ zones:
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2", series, got)
 	}
+	// The records went in a batch call, not as checks.
+	series = `sluice_store_duration_seconds_count{op="record"}`
+	if got := metricValue(t, async.api, series); got != 1 {
+		t.Errorf("%s = %v, want 1 (the two records in one call)", series, got)
+	}
 	// A new key: admitted on first sight, then a reload that changes
 	// first_sight closes that limiter, which sends the record.
 	if resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"new"}`); decodeDecision(t, raw).Source != "local-view" {

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own.
@@ -111,6 +114,19 @@ func (t *timedLimiter) Check(ctx context.Context, c sluice.Check, d *sluice.Deci
 	start := time.Now()
 	err := t.next.Check(ctx, c, d)
 	t.hist.WithLabelValues("check").Observe(time.Since(start).Seconds())
+	return err
+}
+
+// RecordBatch passes an async zone's first-sight records to the store when
+// it records in batches (the Redis store does; see edge.BatchRecorder).
+func (t *timedLimiter) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+	r, ok := t.next.(edge.BatchRecorder)
+	if !ok {
+		return fmt.Errorf("server: the store does not record in batches: %w", errors.ErrUnsupported)
+	}
+	start := time.Now()
+	err := r.RecordBatch(ctx, checks, recorded)
+	t.hist.WithLabelValues("record").Observe(time.Since(start).Seconds())
 	return err
 }
 
