@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 
@@ -59,6 +61,16 @@ func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 			recs[i].slot = slot(tag)
 		}
 		recorded[i] = RecordUnsent
+	}
+	if p, ok := s.sc.(pipeliner); ok {
+		rest, err := s.recordNew(ctx, p, recs, recorded)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return fmt.Errorf("redisstore: record %d: %w", len(checks), ctxErr)
+			}
+			return fmt.Errorf("redisstore: record %d: %w: %w", len(checks), sluice.ErrUnavailable, err)
+		}
+		recs = rest
 	}
 	var batches [][]record
 	if !s.cluster {
@@ -176,4 +188,76 @@ func (s *Store) recordCall(ctx context.Context, recs []record, recorded []int64)
 		}
 	}
 	return nil
+}
+
+// recordNew records, with plain SET ... NX commands pipelined (a TIME
+// first, for the server's clock), the sliding-window records whose key
+// is not stored yet, writing the state and TTL record.lua would write; it
+// returns the records left for record.lua: other algorithms, and keys
+// that exist.
+func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recorded []int64) ([]record, error) {
+	var fresh, rest []record
+	for _, r := range recs {
+		if r.spec.code == 'w' && r.cost <= r.spec.rate {
+			fresh = append(fresh, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	if len(fresh) == 0 {
+		return recs, nil
+	}
+	pad, _ := strconv.ParseInt(s.padding, 10, 64)
+	for len(fresh) > 0 {
+		chunk := fresh[:min(len(fresh), MaxRecordBatch)]
+		fresh = fresh[len(chunk):]
+		err := func() error {
+			ctx, cancel := context.WithTimeout(ctx, s.timeout)
+			defer cancel()
+			var now int64
+			if s.now != nil {
+				now = s.now().UnixMicro()
+			} else {
+				var err error
+				if now, err = p.serverTime(ctx); err != nil {
+					return err
+				}
+			}
+			keys, values, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk))
+			for j, r := range chunk {
+				keys[j] = r.key
+				values[j], ttls[j] = newWindowState(now, r.spec.window, r.cost, pad)
+			}
+			set, err := p.setNX(ctx, keys, values, ttls)
+			if err != nil {
+				return err
+			}
+			for j, r := range chunk {
+				if set[j] {
+					recorded[r.i] = r.cost
+				} else {
+					rest = append(rest, r)
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// newWindowState returns the state window.lua's w_record writes on a key
+// not stored yet when cost is recorded at now (µs) on a window of w µs:
+// struct '<ddd' of the window index, cost and 0; and its TTL in ms, until
+// the next window ends, plus pad ms (ttl_ms).
+func newWindowState(now, w, cost, pad int64) (string, int64) {
+	wi := now / w
+	var b [24]byte
+	binary.LittleEndian.PutUint64(b[0:], math.Float64bits(float64(wi)))
+	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(float64(cost)))
+	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(0))
+	reset := (wi+2)*w - now
+	return string(b[:]), max(1, (reset+999)/1000+pad)
 }

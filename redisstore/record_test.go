@@ -135,3 +135,47 @@ func TestRecordBatchCluster(t *testing.T) {
 		t.Errorf("%d keys on the masters, want 100", len(keys))
 	}
 }
+
+// scriptOnly is a Scripter that only runs scripts: RecordBatch then sends
+// every record in record.lua, never plain SET commands.
+type scriptOnly struct{ redisstore.Scripter }
+
+// TestRecordBatchPlainSetsAsScript: a sliding window recorded on a key not
+// stored yet by a pipelined SET ... NX holds exactly the bytes record.lua
+// writes, with the same TTL, and a check reads it the same; keys already
+// stored go through the script.
+func TestRecordBatchPlainSetsAsScript(t *testing.T) {
+	srv := redistest.Standalone(t)
+	at := time.Unix(1_700_000_047, 250_000_000)
+	for _, window := range []time.Duration{time.Second, time.Minute, time.Hour} {
+		l := sluice.Limit{Rate: 5, Window: window}
+		plain := newStore(t, srv.Client(), redisstore.Options{Now: fixedClock(at), Prefix: "plain:"})
+		script := scripterStore(t, scriptOnly{redisstore.NewScripter(srv.Client())}, redisstore.Options{Now: fixedClock(at), Prefix: "script:"})
+		var recs []sluice.Check
+		for i := range 50 {
+			c := hit("z", fmt.Sprint("k", i, "-", window), l)
+			c.Cost = int64(1 + i%5)
+			recs = append(recs, c)
+		}
+		recs = append(recs, recs[:10]...) // stored now: by the script in both
+		for _, s := range []*redisstore.Store{plain, script} {
+			recorded := make([]int64, len(recs))
+			if err := s.RecordBatch(context.Background(), recs, recorded); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range recs[:50] {
+			key := "z{" + c.Hits[0].Key + "}:W" + fmt.Sprint(window.Microseconds())
+			a, errA := srv.Do("GET", "plain:"+key).ToString()
+			b, errB := srv.Do("GET", "script:"+key).ToString()
+			if errA != nil || errB != nil || a != b {
+				t.Fatalf("window %v, key %s: plain SET wrote %q (%v), the script %q (%v)", window, c.Hits[0].Key, a, errA, b, errB)
+			}
+			ta, _ := srv.Do("PTTL", "plain:"+key).AsInt64()
+			tb, _ := srv.Do("PTTL", "script:"+key).AsInt64()
+			if ta <= 0 || tb <= 0 || ta-tb > 2000 || tb-ta > 2000 {
+				t.Errorf("window %v: PTTL %d after a plain SET, %d after the script", window, ta, tb)
+			}
+		}
+	}
+}
