@@ -190,6 +190,9 @@ type Async struct {
 	spare       [2][]*slot // the queues' other buffers, the coordinator's own
 	closeErr    error
 	closeCtx    context.Context
+	// sweepHook, set by tests only, runs after sweep removed s, with s
+	// unlocked and its shard locked: a check arriving just then.
+	sweepHook func(s *slot)
 
 	local, sync, overflow, firstSeen atomic.Uint64
 	pending                          atomic.Int64

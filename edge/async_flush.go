@@ -409,10 +409,14 @@ func (a *Async) sweep(now int64) {
 			if idle < time.Second && s.viewAt > 0 {
 				oldest = max(oldest, now-s.viewAt)
 			}
-			if !owes && idle > a.maxViewAge {
+			removed := !owes && idle > a.maxViewAge
+			if removed {
 				a.remove(sh, s)
 			}
 			s.mu.Unlock()
+			if removed && a.sweepHook != nil {
+				a.sweepHook(s)
+			}
 		}
 		sh.mu.Unlock()
 	}
