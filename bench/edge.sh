@@ -46,19 +46,23 @@ for line in open(sys.argv[1]):
 def rng(v, fmt):
     v = sorted(v)
     return f"{fmt(statistics.median(v))} [{fmt(v[0])}–{fmt(v[-1])}]"
-print("\n| benchmark | decisions/s | vs store, per round | Redis CPU/decision | failed checks per round |")
-print("|---|---|---|---|---|")
+print("\n| benchmark | decisions/s | vs store, per round | CPU/decision | vs store | Redis CPU/decision | vs store | failed checks per round |")
+print("|---|---|---|---|---|---|---|---|")
 for name, runs in rows.items():
     dps = [r.get("decisions/s") for r in runs if "decisions/s" in r]
     if not dps:
         continue
     base = rows.get(name.rsplit("/", 1)[0] + "/store")
-    ratio = ""
-    if base and not name.endswith("/store") and len(base) == len(runs):
-        ratio = rng([r["decisions/s"] / b["decisions/s"] for r, b in zip(runs, base)], lambda x: f"{x:.2f}x")
-    rc = [r["redis-cpu-ns/op"] / 1000 for r in runs if "redis-cpu-ns/op" in r]
+    def ratio(k):
+        if not base or name.endswith("/store") or len(base) != len(runs) or any(k not in r for r in runs + base):
+            return ""
+        return rng([r[k] / max(b[k], 1e-9) for r, b in zip(runs, base)], lambda x: f"{x:.2f}x")
+    def col(k):
+        v = [r[k] / 1000 for r in runs if k in r]
+        return rng(v, lambda x: f"{x:.1f} µs") if v else ""
     errs = " ".join(str(int(r.get("errors", 0))) for r in runs)
-    print(f"| {name} | {rng(dps, lambda x: f'{x:,.0f}')} | {ratio} | {rng(rc, lambda x: f'{x:.1f} µs') if rc else ''} | {errs} |")
+    print(f"| {name} | {rng(dps, lambda x: f'{x:,.0f}')} | {ratio('decisions/s')} | {col('cpu-ns/op')} | {ratio('cpu-ns/op')} | "
+          f"{col('redis-cpu-ns/op')} | {ratio('redis-cpu-ns/op')} | {errs} |")
 for name, runs in rows.items():
     if "async-xstore" in runs[0]:
         print(f"\n{name}: admitted over the store's: deny cache {rng([r['denycache-xstore'] for r in runs], lambda x: f'{x:.3f}x')}, "

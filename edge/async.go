@@ -76,15 +76,17 @@ type AsyncOptions struct {
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
 	// FirstSight is the cost a process admits locally on a key it has no
-	// view of (first seen, or seen again after its slot was forgotten),
-	// while the key's first reply is on its way: up to FirstSight (and
-	// the limit's Rate) per key and process, sent to the store at once.
-	// What the store then refuses, because the key was already full, is
+	// view of: up to FirstSight (and the limit's Rate) per key, process and
+	// window of the key's first admission, recorded in the store with the
+	// next round (in batches when the store is a BatchRecorder, as the
+	// Redis store is). A key seen once then costs a 40-byte entry of a
+	// table of MaxKeys entries (allocated when FirstSight > 0), no slot.
+	// What the store refuses, because the key was already full, is
 	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
-	// per key, process and sighting (see the package doc). Must be >= 0;
-	// zero, the default, checks a key's first sight with the store
-	// synchronously, so the accuracy bound does not depend on how many
-	// distinct keys clients send.
+	// per key, process and window (see docs/failure.md, "First sight").
+	// Must be >= 0; zero, the default, checks a key's first sight with the
+	// store synchronously, so the accuracy bound does not depend on how
+	// many distinct keys clients send.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
