@@ -80,7 +80,8 @@ type AsyncOptions struct {
 	// window of the key's first admission, recorded in the store with the
 	// next round (in batches when the store is a BatchRecorder, as the
 	// Redis store is). A key seen once then costs a 40-byte entry of a
-	// table of MaxKeys entries (allocated when FirstSight > 0), no slot.
+	// table of 2 × MaxKeys entries (allocated when FirstSight > 0) and a
+	// record until the next round, no slot.
 	// What the store refuses, because the key was already full, is
 	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
 	// per key, process and window (see docs/failure.md, "First sight").

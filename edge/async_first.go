@@ -94,13 +94,19 @@ type firstTable struct {
 	want     atomic.Bool
 }
 
-// newFirstTable returns a table of at least keys entries (rounded up to
-// whole sets of ways per shard, a power of two) holding at most keys
-// records waiting.
+// firstSlack is how many entries the table has per key it is sized for:
+// with 8 ways per set, a new key finds its set full (and asks the store)
+// for about 2% of keys when the table holds as many keys as half its
+// entries, 0.02% at a quarter.
+const firstSlack = 2
+
+// newFirstTable returns a table of at least firstSlack × keys entries
+// (rounded up to whole sets of ways per shard, a power of two) holding at
+// most keys records waiting.
 func newFirstTable(keys int64) *firstTable {
 	t := &firstTable{maxRecs: keys}
 	sets := uint64(1)
-	for int64(sets*ways*asyncShards) < keys {
+	for int64(sets*ways*asyncShards) < firstSlack*keys {
 		sets <<= 1
 	}
 	for i := range t.shards {
