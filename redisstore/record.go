@@ -3,10 +3,12 @@ package redisstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 )
@@ -41,17 +43,49 @@ const recordWorkers = 8
 // RecordUnsent again; a call that timed out may still have been recorded,
 // which can only over-count).
 func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+	recs, err := s.records(checks, recorded)
+	if err != nil {
+		return err
+	}
+	if p, ok := s.sc.(pipeliner); ok {
+		rest, err := s.recordNew(ctx, p, recs, recorded)
+		if err != nil {
+			return recordFailure(ctx, len(checks), err)
+		}
+		recs = rest
+	}
+	batches := s.recordBatches(recs)
+	errs := make([]error, len(batches))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(recordWorkers, len(batches)) {
+		wg.Go(func() {
+			for j := next.Add(1) - 1; j < int64(len(batches)); j = next.Add(1) - 1 {
+				errs[j] = s.recordCall(ctx, batches[j], recorded)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return recordFailure(ctx, len(checks), err)
+	}
+	return nil
+}
+
+// records validates checks and returns them as records, each recorded
+// entry set to RecordUnsent.
+func (s *Store) records(checks []sluice.Check, recorded []int64) ([]record, error) {
 	if len(recorded) < len(checks) {
-		return fmt.Errorf("redisstore: record: %w: %d results for %d records", sluice.ErrInvalid, len(recorded), len(checks))
+		return nil, fmt.Errorf("redisstore: record: %w: %d results for %d records", sluice.ErrInvalid, len(recorded), len(checks))
 	}
 	recs := make([]record, len(checks))
 	for i := range checks {
 		c := &checks[i]
 		if len(c.Hits) != 1 || c.Cost <= 0 {
-			return fmt.Errorf("redisstore: record %s: %w: a record has one hit and a cost > 0", describe(*c), sluice.ErrInvalid)
+			return nil, fmt.Errorf("redisstore: record %s: %w: a record has one hit and a cost > 0", describe(*c), sluice.ErrInvalid)
 		}
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("redisstore: record %s: %w", describe(*c), err)
+			return nil, fmt.Errorf("redisstore: record %s: %w", describe(*c), err)
 		}
 		h := c.Hits[0]
 		st := stateOf(h, c.Group)
@@ -62,66 +96,40 @@ func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 		}
 		recorded[i] = RecordUnsent
 	}
-	if p, ok := s.sc.(pipeliner); ok {
-		rest, err := s.recordNew(ctx, p, recs, recorded)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return fmt.Errorf("redisstore: record %d: %w", len(checks), ctxErr)
-			}
-			return fmt.Errorf("redisstore: record %d: %w: %w", len(checks), sluice.ErrUnavailable, err)
-		}
-		recs = rest
-	}
-	var batches [][]record
-	if !s.cluster {
-		for len(recs) > 0 {
-			n := min(len(recs), MaxRecordBatch)
-			batches, recs = append(batches, recs[:n]), recs[n:]
-		}
-	} else {
+	return recs, nil
+}
+
+// recordBatches splits recs into record.lua calls of up to MaxRecordBatch,
+// one hash slot per call in a Cluster.
+func (s *Store) recordBatches(recs []record) [][]record {
+	groups := [][]record{recs}
+	if s.cluster {
 		bySlot := map[uint16][]record{}
 		for _, r := range recs {
 			bySlot[r.slot] = append(bySlot[r.slot], r)
 		}
-		for _, group := range bySlot {
-			for len(group) > 0 {
-				n := min(len(group), MaxRecordBatch)
-				batches, group = append(batches, group[:n]), group[n:]
-			}
+		groups = groups[:0]
+		for _, g := range bySlot {
+			groups = append(groups, g)
 		}
 	}
-	errs := make([]error, len(batches))
-	if len(batches) == 1 {
-		errs[0] = s.recordCall(ctx, batches[0], recorded)
-	} else {
-		var next sync.Mutex
-		k := 0
-		var wg sync.WaitGroup
-		for range min(recordWorkers, len(batches)) {
-			wg.Go(func() {
-				for {
-					next.Lock()
-					j := k
-					k++
-					next.Unlock()
-					if j >= len(batches) {
-						return
-					}
-					errs[j] = s.recordCall(ctx, batches[j], recorded)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	for _, err := range errs {
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return fmt.Errorf("redisstore: record %d: %w", len(checks), ctxErr)
-			}
-			return fmt.Errorf("redisstore: record %d: %w: %w", len(checks), sluice.ErrUnavailable, err)
+	var batches [][]record
+	for _, g := range groups {
+		for len(g) > 0 {
+			n := min(len(g), MaxRecordBatch)
+			batches, g = append(batches, g[:n]), g[n:]
 		}
 	}
-	return nil
+	return batches
+}
+
+// recordFailure wraps the error of a RecordBatch of n records: the
+// caller's context, or Redis that could not answer.
+func recordFailure(ctx context.Context, n int, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("redisstore: record %d: %w", n, ctxErr)
+	}
+	return fmt.Errorf("redisstore: record %d: %w: %w", n, sluice.ErrUnavailable, err)
 }
 
 // record is one record of a RecordBatch: its index, key and limit.
