@@ -151,15 +151,19 @@ var _ sluice.Limiter = (*Limiter)(nil)
 // Check checks c with Next, then observes the decision. Errors (nothing
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
-	err := l.Next.Check(ctx, c, d)
-	if err != nil {
+	if err := l.Next.Check(ctx, c, d); err != nil {
 		return err
 	}
-	if common, drawn := l.Set.common(&c, d); !common {
-		l.Set.observe(&c, d, l.AddPrefix)
-	} else if drawn {
-		l.Set.sampled(&c, d, l.AddPrefix)
+	// The common check, as Set.common, tested here, inlined: one allowed
+	// hit below Near. It is observed only when drawn.
+	s := l.Set
+	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 && d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
+		if uint64(cheaprand()) < s.below {
+			s.sampled(&c, d, l.AddPrefix)
+		}
+		return nil
 	}
+	s.observe(&c, d, l.AddPrefix)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package top
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -195,9 +196,7 @@ func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
 	var lim sluice.Limiter = m
 	if tracked {
 		set := newSetOpts(b, Options{}, map[string]bool{"api": false})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go set.Run(ctx)
+		runClock(b, set)
 		lim = &Limiter{Next: m, Set: set}
 	}
 	var worker atomic.Int64
@@ -237,5 +236,17 @@ func checkTrace(lim sluice.Limiter, keys []string, trace []int, denyEvery, i, n 
 		}
 		hits[0] = sluice.Hit{Zone: "api", Key: keys[k], Limit: sluice.Limit{Rate: rate, Window: time.Minute}}
 		lim.Check(ctx, sluice.Check{Hits: hits, Cost: 1}, &d)
+	}
+}
+
+// runClock runs the set's clock until the benchmark ends, and returns once
+// it has been read: with one thread and no preemption (as under
+// callgrind), the checks would otherwise all read Now.
+func runClock(b *testing.B, set *Set) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go set.Run(ctx)
+	for set.clock.Load() == 0 {
+		runtime.Gosched()
 	}
 }

@@ -1,7 +1,6 @@
 package top
 
 import (
-	"context"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -44,9 +43,7 @@ func BenchmarkLimiterRatio(b *testing.B) {
 			const perRound = 200_000
 			off := newMemstore(b)
 			set := newSetOpts(b, Options{}, map[string]bool{"api": false})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go set.Run(ctx)
+			runClock(b, set)
 			on := &Limiter{Next: newMemstore(b), Set: set}
 			run := func(lim sluice.Limiter) func() time.Duration {
 				return func() time.Duration {
