@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,10 +165,11 @@ func TestLimiterNoAllocs(t *testing.T) {
 // with and without tracking (default options, the set's clock running),
 // side by side, from GOMAXPROCS goroutines over 10,000 keys: drawn
 // uniformly (every key new to the lists, the worst case) or from a Zipf
-// law (s=1.1, a few heavy keys, as real traffic). One key in ten has a
-// limit of 1 per minute, so is denied after its first check.
+// law (s=1.1, a few heavy keys, as real traffic). One key in ten (or in
+// a hundred) has a limit of 1 per minute, so is denied after its first
+// check.
 //
-//	go test -run '^$' -bench BenchmarkLimiter -count 6 ./internal/top
+//	go test -run '^$' -bench 'BenchmarkLimiter$' -count 6 ./internal/top
 func BenchmarkLimiter(b *testing.B) {
 	keys := make([]string, 10_000)
 	for i := range keys {
@@ -180,18 +182,21 @@ func BenchmarkLimiter(b *testing.B) {
 		traces["uniform"][i] = rng.IntN(len(keys))
 		traces["zipf"][i] = int(zipf.Uint64())
 	}
-	for _, trace := range []string{"uniform", "zipf"} {
+	for _, tc := range []struct {
+		trace     string
+		denyEvery int
+	}{{"zipf", 100}, {"zipf", 10}, {"uniform", 10}} {
 		for _, tracked := range []bool{false, true} {
-			name := trace + "/off"
+			name := tc.trace + "/deny-1-in-" + strconv.Itoa(tc.denyEvery) + "/off"
 			if tracked {
-				name = trace + "/on"
+				name = strings.TrimSuffix(name, "off") + "on"
 			}
-			b.Run(name, func(b *testing.B) { benchLimiter(b, keys, traces[trace], tracked) })
+			b.Run(name, func(b *testing.B) { benchLimiter(b, keys, traces[tc.trace], tc.denyEvery, tracked) })
 		}
 	}
 }
 
-func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
+func benchLimiter(b *testing.B, keys []string, trace []int, denyEvery int, tracked bool) {
 	m := newMemstore(b)
 	var lim sluice.Limiter = m
 	if tracked {
@@ -209,7 +214,7 @@ func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
 		for ; pb.Next(); i++ {
 			k := trace[i%len(trace)]
 			rate := int64(1_000_000_000)
-			if k%10 == 9 {
+			if k%denyEvery == denyEvery-1 {
 				rate = 1 // denied
 			}
 			hits[0] = sluice.Hit{Zone: "api", Key: keys[k], Limit: sluice.Limit{Rate: rate, Window: time.Minute}}
