@@ -141,7 +141,7 @@ type Tracker struct {
 	// by a running Set; otherwise Options.Now is called.
 	clock *atomic.Int64
 
-	// missed counts the checks not observed because the tracker was busy
+	// missed counts the checks not observed because their shard was busy
 	// (Snapshot.Missed).
 	missed atomic.Int64
 
@@ -231,7 +231,7 @@ func (t *Tracker) ShowKeys() bool { return t.opts.ShowKeys }
 // Observe records one check of key: its result, the cost it spent (for
 // Allowed and ShadowDenied) and the highest usage fraction of the key's
 // limits after it (Used / Rate). It does not allocate, and never waits:
-// while another observation or a snapshot holds the tracker, the check
+// while another observation or a snapshot holds its shard, the check
 // is counted in Snapshot.Missed instead.
 func (t *Tracker) Observe(key string, r Result, cost int64, usage float64) {
 	t.observe(key, r, cost, usage, 1)
@@ -450,7 +450,8 @@ type Snapshot struct {
 	// ending with the current (partial) second.
 	Seconds []Second `json:"seconds"`
 	// Missed is the number of checks not observed since the tracker was
-	// made because it was busy with another (observation never waits).
+	// made because their shard was busy with another observation or a
+	// snapshot (observation never waits).
 	// The lists and the per-second counts leave them out; a count's error
 	// may exceed its bound by at most the weight missed.
 	Missed int64 `json:"missed"`
