@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,25 +170,12 @@ func TestLimiterNoAllocs(t *testing.T) {
 //
 //	go test -run '^$' -bench 'BenchmarkLimiter$' -count 6 ./internal/top
 func BenchmarkLimiter(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
-	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
-	for i := range traces["uniform"] {
-		traces["uniform"][i] = rng.IntN(len(keys))
-		traces["zipf"][i] = int(zipf.Uint64())
-	}
-	for _, tc := range []struct {
-		trace     string
-		denyEvery int
-	}{{"zipf", 100}, {"zipf", 10}, {"uniform", 10}} {
+	keys, traces := benchTraces(5, 6)
+	for _, tc := range benchCases {
 		for _, tracked := range []bool{false, true} {
-			name := tc.trace + "/deny-1-in-" + strconv.Itoa(tc.denyEvery) + "/off"
+			name := tc.name() + "/off"
 			if tracked {
-				name = strings.TrimSuffix(name, "off") + "on"
+				name = tc.name() + "/on"
 			}
 			b.Run(name, func(b *testing.B) { benchLimiter(b, keys, traces[tc.trace], tc.denyEvery, tracked) })
 		}
@@ -206,6 +192,7 @@ func benchLimiter(b *testing.B, keys []string, trace []int, denyEvery int, track
 	}
 	var worker atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer() // not the store's and the set's making
 	b.RunParallel(func(pb *testing.PB) {
 		var d sluice.Decision
 		ctx := context.Background()
@@ -254,4 +241,33 @@ func runClock(b *testing.B, set *Set) {
 	for set.clock.Load() == 0 {
 		runtime.Gosched()
 	}
+}
+
+// benchCase is a trace of the benchmarks and how many of its keys are
+// denied: one in denyEvery.
+type benchCase struct {
+	trace     string
+	denyEvery int
+}
+
+var benchCases = []benchCase{{"zipf", 100}, {"zipf", 10}, {"uniform", 10}}
+
+func (c benchCase) name() string { return c.trace + "/deny-1-in-" + strconv.Itoa(c.denyEvery) }
+
+// benchTraces returns 10,000 keys and two traces of 65,536 checks of
+// them, by index: "uniform" and "zipf" (s=1.1), drawn from a PCG seeded
+// with seed1, seed2.
+func benchTraces(seed1, seed2 uint64) ([]string, map[string][]int) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
+	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
+	for i := range traces["uniform"] {
+		traces["uniform"][i] = rng.IntN(len(keys))
+		traces["zipf"][i] = int(zipf.Uint64())
+	}
+	return keys, traces
 }

@@ -1,9 +1,7 @@
 package top
 
 import (
-	"math/rand/v2"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,22 +22,9 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkLimiterRatio -benchtime 1x ./internal/top
 func BenchmarkLimiterRatio(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
-	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
-	for i := range traces["uniform"] {
-		traces["uniform"][i] = rng.IntN(len(keys))
-		traces["zipf"][i] = int(zipf.Uint64())
-	}
-	for _, tc := range []struct {
-		trace     string
-		denyEvery int
-	}{{"zipf", 100}, {"zipf", 10}, {"uniform", 10}} {
-		b.Run(tc.trace+"/deny-1-in-"+strconv.Itoa(tc.denyEvery), func(b *testing.B) {
+	keys, traces := benchTraces(7, 8)
+	for _, tc := range benchCases {
+		b.Run(tc.name(), func(b *testing.B) {
 			const perRound = 200_000
 			off := newMemstore(b)
 			set := newSetOpts(b, Options{}, map[string]bool{"api": false})
