@@ -271,3 +271,27 @@ func benchTraces(seed1, seed2 uint64) ([]string, map[string][]int) {
 	}
 	return keys, traces
 }
+
+// TestSetTrackerLookup checks that a set finds each of its trackers, and
+// none for another name, with fewer trackers than it compares by name
+// and with more (then the rest are found by the map).
+func TestSetTrackerLookup(t *testing.T) {
+	for _, n := range []int{0, 1, fewTrackers, fewTrackers + 3} {
+		zones := map[string]bool{}
+		for i := range n {
+			zones["zone-"+strconv.Itoa(i)] = false
+		}
+		set := newSet(t, zones)
+		seen := map[*Tracker]bool{}
+		for name := range zones {
+			tr := set.Tracker(name)
+			if tr == nil || seen[tr] {
+				t.Fatalf("%d zones: Tracker(%q) = %p, nil or another zone's", n, name, tr)
+			}
+			seen[tr] = true
+		}
+		if tr := set.Tracker("zone-" + strconv.Itoa(n)); tr != nil {
+			t.Errorf("%d zones: a tracker for a zone not configured", n)
+		}
+	}
+}
