@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // dashboardExprs returns every query of examples/grafana/sluice.json:
@@ -86,22 +89,65 @@ func scrape(t *testing.T, url string, series map[string]map[string]bool, types m
 // queries is one real servers export, with the labels the query groups
 // by: a server on the memory store, and one on a real Redis with an async
 // zone (breaker, deny cache, async metrics), both after some traffic and,
-// for the second, a degraded decision once Redis is killed.
+// for the second, a degraded decision once Redis is killed. Both serve
+// an Envoy rate-limit domain, driven through POST /json to every rls
+// metric: a denial, a request with too many descriptors, more digest
+// labels than their bound (memory store), data under a descriptor's key
+// that is not sluice's, and a degraded check (Redis).
 func TestGrafanaDashboard(t *testing.T) {
 	r := redistest.Standalone(t)
-	mem := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: a, limits: 1r/m}]\n"), Options{})
-	rds := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}]\nstore: {url: '"+r.URL()+"'}\nzones:\n  - {name: a, limits: 1r/m}\n  - {name: b, limits: 100r/m, mode: async}\n"), Options{})
+	dir := t.TempDir()
+	rules := "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: detail\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rlsConfig, grpc := "rls: {config_dir: '"+dir+"'}\n", "{addr: '127.0.0.1:0', serve: grpc}"
+	mem := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, "+grpc+"]\nzones: [{name: a, limits: 1r/m}]\n"+rlsConfig), Options{})
+	rds := start(t, parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, "+grpc+"]\nstore: {url: '"+r.URL()+"'}\nzones:\n  - {name: a, limits: 1r/m}\n  - {name: b, limits: 100r/m, mode: async}\n"+rlsConfig), Options{})
+	descriptors := func(key string, n, from int) string {
+		var ds []string
+		for i := range n {
+			ds = append(ds, `{"entries":[{"key":"`+key+`","value":"v`+strconv.Itoa(from+i)+`"}]}`)
+		}
+		return `{"domain":"edge","descriptors":[` + strings.Join(ds, ",") + `]}`
+	}
 	for _, ts := range []*testServer{mem, rds} {
 		for range 3 {
 			post(t, ts.api+"/v1/check", `{"zone":"a","key":"k"}`)
+			post(t, ts.api+"/json", descriptors("user", 1, 0))
 		}
 		post(t, ts.api+"/v1/reset", `{"zone":"a","key":"k"}`)
 	}
+	// Oversized, then past the bound of labels with value digests.
+	if resp, _ := post(t, mem.api+"/json", descriptors("user", rls.MaxLimitedDescriptors+1, 0)); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("/json with too many descriptors: %d, want 429", resp.StatusCode)
+	}
+	for from := 0; from <= rls.MaxMetricValues; from += rls.MaxLimitedDescriptors {
+		post(t, mem.api+"/json", descriptors("detail", rls.MaxLimitedDescriptors, from))
+	}
+	// Bad state: a list where the state of a descriptor's key belongs.
+	before, err := r.Do("KEYS", "*").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, rds.api+"/json", descriptors("user", 1, 1))
+	after, err := r.Do("KEYS", "*").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range after {
+		if !slices.Contains(before, k) {
+			r.Do("DEL", k)
+			r.Do("LPUSH", k, "x")
+		}
+	}
+	post(t, rds.api+"/json", descriptors("user", 1, 1))
 	post(t, rds.api+"/v1/check", `{"zone":"b","key":"k"}`)
 	r.Kill() // a degraded decision: the zone fails open
 	if resp, _ := post(t, rds.api+"/v1/check", `{"zone":"a","key":"other"}`); resp.StatusCode != 200 {
 		t.Fatalf("a check while Redis is down: %d, want 200 (fail open)", resp.StatusCode)
 	}
+	post(t, rds.api+"/json", descriptors("user", 1, 2))
 	series, types := map[string]map[string]bool{}, map[string]string{}
 	scrape(t, mem.api+"/metrics", series, types)
 	scrape(t, rds.api+"/metrics", series, types)
@@ -139,7 +185,9 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	// The issue's list: each is on the dashboard.
 	for _, want := range []string{"sluice_checks_total", "sluice_degraded_decisions_total", "sluice_store_duration_seconds_bucket",
-		"sluice_store_breaker_open", "sluice_async_pending_cost", "sluice_deny_cache_hits_total"} {
+		"sluice_store_breaker_open", "sluice_async_pending_cost", "sluice_deny_cache_hits_total",
+		"sluice_rls_requests_total", "sluice_rls_descriptors_total", "sluice_rls_degraded_decisions_total", "sluice_rls_bad_state_checks_total",
+		"sluice_rls_metric_values_overflow_total", "sluice_rls_oversized_requests_total"} {
 		if !seen[want] {
 			t.Errorf("the dashboard does not query %s", want)
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/top"
 )
 
@@ -235,12 +237,6 @@ func topZone(st *state, name string, t *top.Tracker, n int) TopZone {
 		tz.Failure, tz.Mode = string(z.cfg.Failure), string(z.cfg.Mode)
 	} else if strings.HasPrefix(name, rlsPrefix) {
 		tz.Kind = "rls"
-		for i := range tz.Denied {
-			tz.Denied[i].Resettable = false // a domain's limits are per descriptor
-		}
-		for i := range tz.Near {
-			tz.Near[i].Resettable = false
-		}
 	}
 	secs := tz.Seconds
 	if len(secs) > rateSeconds {
@@ -249,9 +245,6 @@ func topZone(st *state, name string, t *top.Tracker, n int) TopZone {
 			tz.Rates.Denied += float64(x.Denied) / rateSeconds
 			tz.Rates.ShadowDenied += float64(x.ShadowDenied) / rateSeconds
 		}
-	}
-	for i := range tz.Admitted {
-		tz.Admitted[i].Resettable = tz.Admitted[i].Resettable && tz.Kind == "zone"
 	}
 	return tz
 }
@@ -295,8 +288,11 @@ type topResetRequest struct {
 
 // handleTopReset serves POST /v1/top/reset {"zone": Z, "id": ID}: the
 // key listed in zone Z under ID (its keyname digest) is reset as POST
-// /v1/reset would, and leaves the lists. 204 when done; 404 when no list
-// of the zone holds the key whole.
+// /v1/reset would, and leaves the lists; for a rate-limit-service domain
+// ("rls/DOMAIN"), the counter of the rule that the listed descriptor
+// selects is reset. 204 when done; 404 when no list of the zone holds the
+// key whole, or no rule of the domain selects it now (a limit override's
+// counter, or rules reloaded since).
 func (s *Server) handleTopReset(w http.ResponseWriter, r *http.Request) {
 	var req topResetRequest
 	dec := json.NewDecoder(r.Body)
@@ -307,7 +303,8 @@ func (s *Server) handleTopReset(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.state.Load()
 	z := st.zones[req.Zone]
-	if z == nil {
+	domain, isDomain := strings.CutPrefix(req.Zone, rlsPrefix)
+	if z == nil && (!isDomain || s.rls == nil) {
 		s.writeProblem(w, r, unknownZone(req.Zone))
 		return
 	}
@@ -316,17 +313,28 @@ func (s *Server) handleTopReset(w http.ResponseWriter, r *http.Request) {
 	if t != nil {
 		key, ok = t.Lookup(req.ID)
 	}
+	notFound := func(why string) {
+		writeProblem(w, http.StatusNotFound, "Not found", "no key "+strconv.Quote(truncate(req.ID, 64))+" "+why+" "+strconv.Quote(truncate(req.Zone, 128)))
+	}
 	if !ok {
-		writeProblem(w, http.StatusNotFound, "Not found", "no key "+strconv.Quote(truncate(req.ID, 64))+" listed in zone "+strconv.Quote(req.Zone))
+		notFound("listed in zone")
 		return
 	}
-	c := sluice.Check{Hits: z.hits(nil, key), Group: z.cfg.Group}
-	if err := z.limiter.Reset(r.Context(), c); err != nil {
+	var c sluice.Check
+	var err error
+	if z != nil {
+		c = sluice.Check{Hits: z.hits(nil, key), Group: z.cfg.Group}
+		err = z.limiter.Reset(r.Context(), c)
+	} else if c, err = s.rls.Reset(r.Context(), domain, key); errors.Is(err, rls.ErrNoCounter) {
+		notFound("that a rule's counter holds in")
+		return
+	}
+	if err != nil {
 		s.writeProblem(w, r, err)
 		return
 	}
 	s.backend.forget(c)
 	s.top.Forget(c)
-	s.log.Info("reset from the top list", "zone", z.cfg.Name, "key", req.ID)
+	s.log.Info("reset from the top list", "zone", req.Zone, "key", req.ID)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -4,25 +4,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
-)
 
-// threadCPU returns the CPU time the calling OS thread has used
-// (CLOCK_THREAD_CPUTIME_ID), which leaves out the time other processes of
-// a shared machine take.
-func threadCPU() time.Duration {
-	var ts syscall.Timespec
-	const clockThreadCPUTime = 3
-	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0)
-	return time.Duration(ts.Nano())
-}
+	"github.com/sluicehq/sluice/internal/benchcpu"
+)
 
 // BenchmarkCheckTopRatio measures what top-keys tracking costs POST
 // /v1/check through the API handler (no network), as BenchmarkCheckTop
@@ -30,7 +18,7 @@ func threadCPU() time.Duration {
 // requests per goroutine (GOMAXPROCS goroutines locked to their threads)
 // on a server with tracking off and one with it on (the defaults), in
 // alternating order; it reports the median, 10th and 90th percentile of
-// the ratio of requests per CPU-second on to off, and the CPU µs per
+// the ratio of requests per CPU-second on to off, and the CPU ns per
 // request of each. Run it once:
 //
 //	go test -run '^$' -bench BenchmarkCheckTopRatio -benchtime 1x ./internal/server
@@ -60,52 +48,21 @@ func BenchmarkCheckTopRatio(b *testing.B) {
 	}
 	off, on := handler(zones+"top: {enabled: false}\n"), handler(zones)
 	const perRound = 20_000
-	run := func(h http.Handler) time.Duration {
-		var mu sync.Mutex
-		var cpu time.Duration
-		var wg sync.WaitGroup
-		for w := range runtime.GOMAXPROCS(0) {
-			wg.Go(func() {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				start := threadCPU()
+	run := func(h http.Handler) func() time.Duration {
+		return func() time.Duration {
+			return benchcpu.Parallel(func(w int) {
 				for i := w * 7919; i < w*7919+perRound; i++ {
 					rec := httptest.NewRecorder()
 					req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(bodies[i%len(bodies)]))
 					req.Header.Set("Content-Type", "application/json")
 					h.ServeHTTP(rec, req)
 				}
-				used := threadCPU() - start
-				mu.Lock()
-				cpu += used
-				mu.Unlock()
 			})
 		}
-		wg.Wait()
-		return cpu
 	}
-	run(off)
-	run(on)
-	var ratios, usOff, usOn []float64
+	var r benchcpu.Ratio
 	for b.Loop() {
-		for r := range 21 {
-			var cOff, cOn time.Duration
-			if r%2 == 0 {
-				cOff, cOn = run(off), run(on)
-			} else {
-				cOn, cOff = run(on), run(off)
-			}
-			ratios = append(ratios, float64(cOff)/float64(cOn))
-			n := float64(perRound * runtime.GOMAXPROCS(0))
-			usOff, usOn = append(usOff, cOff.Seconds()*1e6/n), append(usOn, cOn.Seconds()*1e6/n)
-		}
+		r = benchcpu.Interleave(21, run(off), run(on))
 	}
-	for _, s := range [][]float64{ratios, usOff, usOn} {
-		slices.Sort(s)
-	}
-	b.ReportMetric(ratios[len(ratios)/2], "median-ratio")
-	b.ReportMetric(ratios[len(ratios)/10], "p10-ratio")
-	b.ReportMetric(ratios[len(ratios)*9/10], "p90-ratio")
-	b.ReportMetric(usOff[len(usOff)/2], "cpu-µs/req-off")
-	b.ReportMetric(usOn[len(usOn)/2], "cpu-µs/req-on")
+	r.Report(b, "req", perRound*runtime.GOMAXPROCS(0))
 }

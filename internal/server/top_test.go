@@ -207,8 +207,10 @@ func TestTopReloadKeepsCounts(t *testing.T) {
 }
 
 // TestTopRLSDomain: the rate-limit service's decisions (here through
-// POST /json) are tracked per domain, as "rls/DOMAIN", keys hidden and
-// not resettable from the list.
+// POST /json) are tracked per domain, as "rls/DOMAIN", keys hidden; a
+// listed descriptor is reset by its ID through POST /v1/top/reset (the
+// counter of the rule it selects), after which it is allowed again and
+// no longer listed, while another descriptor keeps its count.
 func TestTopRLSDomain(t *testing.T) {
 	dir := t.TempDir()
 	rules := "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
@@ -217,15 +219,48 @@ func TestTopRLSDomain(t *testing.T) {
 	}
 	cfg := parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, {addr: '127.0.0.1:0', serve: grpc}]\nrls: {config_dir: '"+dir+"'}\ntop: {sample: 1}\n")
 	ts := start(t, cfg, Options{})
+	ask := func(user string) int {
+		t.Helper()
+		resp, _ := post(t, ts.api+"/json", `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"`+user+`"}]}]}`)
+		return resp.StatusCode
+	}
 	for range 4 {
-		post(t, ts.api+"/json", `{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"eve"}]}]}`)
+		ask("eve")
+		ask("mallory")
 	}
 	resp, rep := getTop(t, ts.api+"/v1/top?zone=rls/edge", "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/top?zone=rls/edge: %d", resp.StatusCode)
 	}
 	z := rep.Zones[0]
-	if z.Kind != "rls" || len(z.Denied) != 1 || z.Denied[0].Count != 2 || z.Denied[0].Key != "" || z.Denied[0].Resettable {
-		t.Errorf("rls/edge = %+v, want one key denied twice, hidden, not resettable", z)
+	if z.Kind != "rls" || len(z.Denied) != 2 || z.Denied[0].Count != 2 || z.Denied[0].Key != "" || !z.Denied[0].Resettable {
+		t.Fatalf("rls/edge = %+v, want two keys denied twice each, hidden, resettable", z)
+	}
+	// The descriptor's counter key, as the service builds it.
+	eve := keyname.Of("4:user3:eve")
+	if z.Denied[0].ID != eve && z.Denied[1].ID != eve {
+		t.Fatalf("denied IDs %s, %s; want eve's %s among them", z.Denied[0].ID, z.Denied[1].ID, eve)
+	}
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"zone":"rls/edge","id":"` + keyname.Of("4:user5:nobody") + `"}`, http.StatusNotFound},
+		{`{"zone":"rls/other","id":"` + eve + `"}`, http.StatusNotFound},
+		{`{"zone":"rls/edge","id":"` + eve + `"}`, http.StatusNoContent},
+	} {
+		if resp, body := post(t, ts.api+"/v1/top/reset", tc.body); resp.StatusCode != tc.want {
+			t.Errorf("POST /v1/top/reset %s: %d %s, want %d", tc.body, resp.StatusCode, body, tc.want)
+		}
+	}
+	_, rep = getTop(t, ts.api+"/v1/top?zone=rls/edge", "")
+	if d := rep.Zones[0].Denied; len(d) != 1 || d[0].ID == eve {
+		t.Errorf("denied after eve's reset = %+v, want mallory alone", d)
+	}
+	if got := ask("eve"); got != http.StatusOK {
+		t.Errorf("eve after her reset: %d, want 200", got)
+	}
+	if got := ask("mallory"); got != http.StatusTooManyRequests {
+		t.Errorf("mallory after eve's reset: %d, want 429", got)
 	}
 }

@@ -22,11 +22,17 @@
 // The window slides by whole buckets: a list covers between
 // (Buckets-1)/Buckets of Period and Period.
 //
+// A Tracker is split into shards, one per processor (P) up to MaxShards,
+// each with its own buckets: an observation goes to the shard of the P
+// that makes it, and a snapshot sums the shards' buckets as it sums
+// buckets, so the bounds above hold with N the total over all of them.
+//
 // # Memory
 //
-// A Tracker holds 3 lists × Buckets × Capacity fixed-size entries (keys
-// are copied into the entry, up to KeyBytes bytes) and a ring of per-second
-// counts; Tracker.Bytes states the total. Nothing grows with traffic.
+// A Tracker holds, per shard, 3 lists × Buckets × Capacity fixed-size
+// entries (keys are copied into the entry, up to KeyBytes bytes) and a
+// ring of per-second counts; Tracker.Bytes states the total. Nothing
+// grows with traffic.
 //
 // # Cost
 //
@@ -35,9 +41,12 @@
 // below Near) and, if so, draws whether it is sampled, from the runtime's
 // per-thread random state; such a check costs no lock and no lookup.
 // Observing a check (every denial and near-limit check, one common check
-// in Sample) takes a map lookup of the zone, one hash of the key, one
-// mutex and O(log Capacity) work, without allocating (BenchmarkLimiter,
-// BenchmarkLimiterRatio; docs/server.md gives the measured cost).
+// in Sample) takes a lookup of the zone, one hash of the key, the mutex of
+// the P's shard (uncontended but for a snapshot or a goroutine that moved
+// P meanwhile) and O(1) work for a key already counted, O(log Capacity)
+// for one that takes a counter over, without allocating
+// (BenchmarkLimiter, BenchmarkLimiterRatio; docs/server.md gives the
+// measured cost).
 //
 // Keys are shown as their internal/keyname digest unless the tracker
 // was made with ShowKeys: a key is often a credential.

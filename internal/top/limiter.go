@@ -24,7 +24,36 @@ type Set struct {
 	below uint64
 	clock atomic.Int64
 	mu    sync.Mutex // serializes changes of m
-	m     atomic.Pointer[map[string]*Tracker]
+	m     atomic.Pointer[trackers]
+}
+
+// trackers are the trackers of a Set, by name: m, and its first few in
+// a slice, which a lookup scans before it hashes the name (for the few
+// zones of most sets, a string comparison or two instead of a map's hash).
+type trackers struct {
+	m   map[string]*Tracker
+	few []named
+}
+
+type named struct {
+	name string
+	t    *Tracker
+}
+
+// fewTrackers is how many trackers a lookup compares names with before
+// it hashes.
+const fewTrackers = 4
+
+// storeTrackers makes m the set's trackers.
+func (s *Set) storeTrackers(m map[string]*Tracker) {
+	ts := &trackers{m: m}
+	for name, t := range m {
+		if len(ts.few) == fewTrackers {
+			break
+		}
+		ts.few = append(ts.few, named{name, t})
+	}
+	s.m.Store(ts)
 }
 
 // NewSet returns an empty Set whose trackers use opts (ShowKeys is set
@@ -35,7 +64,7 @@ func NewSet(opts Options) (*Set, error) {
 	}
 	opts.defaults()
 	s := &Set{opts: opts, below: (1<<32 + uint64(opts.Sample) - 1) / uint64(opts.Sample)}
-	s.m.Store(&map[string]*Tracker{})
+	s.storeTrackers(map[string]*Tracker{})
 	return s, nil
 }
 
@@ -69,11 +98,22 @@ func (s *Set) newTracker(show bool) (*Tracker, error) {
 }
 
 // Tracker returns the tracker of zone, or nil.
-func (s *Set) Tracker(zone string) *Tracker { return (*s.m.Load())[zone] }
+func (s *Set) Tracker(zone string) *Tracker {
+	ts := s.m.Load()
+	for i := range ts.few {
+		if ts.few[i].name == zone {
+			return ts.few[i].t
+		}
+	}
+	if len(ts.few) == len(ts.m) {
+		return nil
+	}
+	return ts.m[zone]
+}
 
 // Names returns the names of the trackers, sorted.
 func (s *Set) Names() []string {
-	m := *s.m.Load()
+	m := s.m.Load().m
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -89,7 +129,7 @@ func (s *Set) Names() []string {
 func (s *Set) Configure(zones map[string]bool, keep ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := *s.m.Load()
+	old := s.m.Load().m
 	m := make(map[string]*Tracker, len(zones))
 	for name, show := range zones {
 		if t := old[name]; t != nil && t.opts.ShowKeys == show {
@@ -107,7 +147,7 @@ func (s *Set) Configure(zones map[string]bool, keep ...string) error {
 			m[name] = t
 		}
 	}
-	s.m.Store(&m)
+	s.storeTrackers(m)
 	return nil
 }
 
@@ -119,7 +159,7 @@ func (s *Set) Add(name string) *Tracker {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := *s.m.Load()
+	old := s.m.Load().m
 	if t := old[name]; t != nil || len(old) >= MaxTrackers {
 		return t
 	}
@@ -132,7 +172,7 @@ func (s *Set) Add(name string) *Tracker {
 		m[k] = v
 	}
 	m[name] = t
-	s.m.Store(&m)
+	s.storeTrackers(m)
 	return t
 }
 
@@ -151,15 +191,19 @@ var _ sluice.Limiter = (*Limiter)(nil)
 // Check checks c with Next, then observes the decision. Errors (nothing
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
-	err := l.Next.Check(ctx, c, d)
-	if err != nil {
+	if err := l.Next.Check(ctx, c, d); err != nil {
 		return err
 	}
-	if common, drawn := l.Set.common(&c, d); !common {
-		l.Set.observe(&c, d, l.AddPrefix)
-	} else if drawn {
-		l.Set.sampled(&c, d, l.AddPrefix)
+	// The common check, as Set.common, tested here, inlined: one allowed
+	// hit below Near. It is observed only when drawn.
+	s := l.Set
+	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 && d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
+		if uint64(cheaprand()) < s.below {
+			s.sampled(&c, d, l.AddPrefix)
+		}
+		return nil
 	}
+	s.observe(&c, d, l.AddPrefix)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package top
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -163,45 +164,35 @@ func TestLimiterNoAllocs(t *testing.T) {
 // with and without tracking (default options, the set's clock running),
 // side by side, from GOMAXPROCS goroutines over 10,000 keys: drawn
 // uniformly (every key new to the lists, the worst case) or from a Zipf
-// law (s=1.1, a few heavy keys, as real traffic). One key in ten has a
-// limit of 1 per minute, so is denied after its first check.
+// law (s=1.1, a few heavy keys, as real traffic). One key in ten (or in
+// a hundred) has a limit of 1 per minute, so is denied after its first
+// check.
 //
-//	go test -run '^$' -bench BenchmarkLimiter -count 6 ./internal/top
+//	go test -run '^$' -bench 'BenchmarkLimiter$' -count 6 ./internal/top
 func BenchmarkLimiter(b *testing.B) {
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "client-" + strconv.Itoa(i)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
-	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
-	for i := range traces["uniform"] {
-		traces["uniform"][i] = rng.IntN(len(keys))
-		traces["zipf"][i] = int(zipf.Uint64())
-	}
-	for _, trace := range []string{"uniform", "zipf"} {
+	keys, traces := benchTraces(5, 6)
+	for _, tc := range benchCases {
 		for _, tracked := range []bool{false, true} {
-			name := trace + "/off"
+			name := tc.name() + "/off"
 			if tracked {
-				name = trace + "/on"
+				name = tc.name() + "/on"
 			}
-			b.Run(name, func(b *testing.B) { benchLimiter(b, keys, traces[trace], tracked) })
+			b.Run(name, func(b *testing.B) { benchLimiter(b, keys, traces[tc.trace], tc.denyEvery, tracked) })
 		}
 	}
 }
 
-func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
+func benchLimiter(b *testing.B, keys []string, trace []int, denyEvery int, tracked bool) {
 	m := newMemstore(b)
 	var lim sluice.Limiter = m
 	if tracked {
 		set := newSetOpts(b, Options{}, map[string]bool{"api": false})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go set.Run(ctx)
+		runClock(b, set)
 		lim = &Limiter{Next: m, Set: set}
 	}
 	var worker atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer() // not the store's and the set's making
 	b.RunParallel(func(pb *testing.PB) {
 		var d sluice.Decision
 		ctx := context.Background()
@@ -210,7 +201,7 @@ func benchLimiter(b *testing.B, keys []string, trace []int, tracked bool) {
 		for ; pb.Next(); i++ {
 			k := trace[i%len(trace)]
 			rate := int64(1_000_000_000)
-			if k%10 == 9 {
+			if k%denyEvery == denyEvery-1 {
 				rate = 1 // denied
 			}
 			hits[0] = sluice.Hit{Zone: "api", Key: keys[k], Limit: sluice.Limit{Rate: rate, Window: time.Minute}}
@@ -237,5 +228,70 @@ func checkTrace(lim sluice.Limiter, keys []string, trace []int, denyEvery, i, n 
 		}
 		hits[0] = sluice.Hit{Zone: "api", Key: keys[k], Limit: sluice.Limit{Rate: rate, Window: time.Minute}}
 		lim.Check(ctx, sluice.Check{Hits: hits, Cost: 1}, &d)
+	}
+}
+
+// runClock runs the set's clock until the benchmark ends, and returns once
+// it has been read: with one thread and no preemption (as under
+// callgrind), the checks would otherwise all read Now.
+func runClock(b *testing.B, set *Set) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go set.Run(ctx)
+	for set.clock.Load() == 0 {
+		runtime.Gosched()
+	}
+}
+
+// benchCase is a trace of the benchmarks and how many of its keys are
+// denied: one in denyEvery.
+type benchCase struct {
+	trace     string
+	denyEvery int
+}
+
+var benchCases = []benchCase{{"zipf", 100}, {"zipf", 10}, {"uniform", 10}}
+
+func (c benchCase) name() string { return c.trace + "/deny-1-in-" + strconv.Itoa(c.denyEvery) }
+
+// benchTraces returns 10,000 keys and two traces of 65,536 checks of
+// them, by index: "uniform" and "zipf" (s=1.1), drawn from a PCG seeded
+// with seed1, seed2.
+func benchTraces(seed1, seed2 uint64) ([]string, map[string][]int) {
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "client-" + strconv.Itoa(i)
+	}
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	zipf := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
+	traces := map[string][]int{"uniform": make([]int, 1<<16), "zipf": make([]int, 1<<16)}
+	for i := range traces["uniform"] {
+		traces["uniform"][i] = rng.IntN(len(keys))
+		traces["zipf"][i] = int(zipf.Uint64())
+	}
+	return keys, traces
+}
+
+// TestSetTrackerLookup checks that a set finds each of its trackers, and
+// none for another name, with fewer trackers than it compares by name
+// and with more (then the rest are found by the map).
+func TestSetTrackerLookup(t *testing.T) {
+	for _, n := range []int{0, 1, fewTrackers, fewTrackers + 3} {
+		zones := map[string]bool{}
+		for i := range n {
+			zones["zone-"+strconv.Itoa(i)] = false
+		}
+		set := newSet(t, zones)
+		seen := map[*Tracker]bool{}
+		for name := range zones {
+			tr := set.Tracker(name)
+			if tr == nil || seen[tr] {
+				t.Fatalf("%d zones: Tracker(%q) = %p, nil or another zone's", n, name, tr)
+			}
+			seen[tr] = true
+		}
+		if tr := set.Tracker("zone-" + strconv.Itoa(n)); tr != nil {
+			t.Errorf("%d zones: a tracker for a zone not configured", n)
+		}
 	}
 }

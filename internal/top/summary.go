@@ -56,15 +56,16 @@ type obs struct {
 
 // summary is a Space-Saving summary of at most cap(entries) keys: an
 // open-addressing index from key hash to entry, and a min-heap of the
-// entries by count. Not safe for concurrent use.
+// entries by count, brought up to date only when the smallest counter is
+// taken over (freshen). Not safe for concurrent use.
 type summary struct {
 	entries []entry
 	// index maps a hash slot to the hash and 1 + the entry's index (0:
 	// empty), so that probing reads no entry. Linear probing; deletion
 	// shifts back, so there are no tombstones.
 	index []slot
-	// heap holds entry indices with their counts, smallest count first;
-	// pos is the inverse.
+	// heap holds entry indices with their counts as of their last move
+	// (at most the entries' counts), smallest first; pos is the inverse.
 	heap []node
 	pos  []uint16
 	// total is the weight observed in this summary.
@@ -126,11 +127,9 @@ func (s *summary) add(o *obs) {
 		e := &s.entries[x]
 		e.count += o.weight
 		e.last, e.shadow, e.peak = o.now, o.shadow, max(e.peak, o.peak)
-		p := int(s.pos[x])
-		s.heap[p].count = e.count
-		s.down(p)
-		return
+		return // the heap catches up when a counter is taken over
 	}
+	s.freshen()
 	x := int(s.heap[0].x)
 	e := &s.entries[x]
 	if e.count > 0 {
@@ -148,6 +147,26 @@ func (s *summary) add(o *obs) {
 	s.index[i] = slot{hash: o.hash, x: uint16(x + 1)}
 	s.heap[0].count = e.count
 	s.down(0)
+}
+
+// freshen makes the heap's smallest count the smallest of all entries.
+// The heap orders the counts the entries had when it last moved them: an
+// increment leaves it as it is (it costs a sift down the heap, which most
+// observations, of keys already counted, need not pay), so a count there
+// is at most the entry's. Raising the top's count to its entry's and
+// sifting it down until the top is current leaves at the top an entry
+// whose count is at most every other heap count, so at most every other
+// entry's. Each sift is paid for by increments since the last one.
+func (s *summary) freshen() {
+	for {
+		top := &s.heap[0]
+		c := s.entries[top.x].count
+		if c == top.count {
+			return
+		}
+		top.count = c
+		s.down(0)
+	}
 }
 
 func (e *entry) setKey(key string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -140,10 +141,27 @@ type Tracker struct {
 	// by a running Set; otherwise Options.Now is called.
 	clock *atomic.Int64
 
-	// missed counts the checks not observed because the tracker was busy
+	// missed counts the checks not observed because their shard was busy
 	// (Snapshot.Missed).
 	missed atomic.Int64
 
+	// shards split the lists and counts by the runtime's processor (P)
+	// that observes: see shard.
+	shards []shard
+}
+
+// MaxShards bounds the shards of a tracker: GOMAXPROCS when New runs, at
+// most MaxShards.
+const MaxShards = 4
+
+// shard is a part of a tracker's lists and counts. An observation goes to
+// the shard of the processor (P, as the runtime numbers them, modulo the
+// shards) that makes it, so that threads observing at once take different
+// locks and write different memory, rather than pass the same cache lines
+// back and forth; a snapshot merges the shards as it merges buckets. The
+// lock is only contended when a goroutine moves to another P between its
+// choice of shard and its lock, or by a snapshot.
+type shard struct {
 	mu sync.Mutex
 	// buckets[b][list]; cur is the bucket being filled, epoch its number
 	// (time / bucket length).
@@ -158,6 +176,9 @@ type Tracker struct {
 	// observation, which began at secStart (Unix ns).
 	sec      int
 	secStart int64
+	// The fields above, written by every observation, share no cache
+	// line with the next shard's.
+	_ [64]byte
 }
 
 // second counts the checks of one second.
@@ -168,28 +189,40 @@ type second struct {
 
 // New returns a Tracker.
 func New(opts Options) (*Tracker, error) {
+	return newTracker(opts, min(runtime.GOMAXPROCS(0), MaxShards))
+}
+
+// newTracker returns a Tracker of n shards.
+func newTracker(opts Options, n int) (*Tracker, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
 	t := &Tracker{opts: opts, seed: maphash.MakeSeed(), bucket: int64(opts.Period) / int64(opts.Buckets)}
-	t.buckets = make([][nLists]*summary, opts.Buckets)
-	for i := range t.buckets {
-		for l := range nLists {
-			t.buckets[i][l] = newSummary(opts.Capacity)
+	epoch := opts.Now().UnixNano() / t.bucket
+	t.shards = make([]shard, n)
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.buckets = make([][nLists]*summary, opts.Buckets)
+		for b := range sh.buckets {
+			for l := range nLists {
+				sh.buckets[b][l] = newSummary(opts.Capacity)
+			}
 		}
+		sh.seconds = make([]second, int(opts.History/time.Second))
+		sh.epoch = epoch
+		sh.next = (epoch + 1) * t.bucket
+		sh.secStart = math.MinInt64 / 2 // no second yet
 	}
-	t.seconds = make([]second, int(opts.History/time.Second))
-	t.epoch = opts.Now().UnixNano() / t.bucket
-	t.next = (t.epoch + 1) * t.bucket
-	t.secStart = math.MinInt64 / 2 // no second yet
 	return t, nil
 }
 
 // Bytes is the memory the tracker holds, whatever the traffic.
 func (t *Tracker) Bytes() int {
-	s := t.buckets[0][0]
+	sh := &t.shards[0]
+	s := sh.buckets[0][0]
 	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + len(s.index)*int(unsafe.Sizeof(slot{})) + len(s.heap)*int(unsafe.Sizeof(node{})) + 2*len(s.pos) + int(unsafe.Sizeof(summary{}))
-	return len(t.buckets)*nLists*per + len(t.seconds)*int(unsafe.Sizeof(second{})) + int(unsafe.Sizeof(Tracker{}))
+	perShard := len(sh.buckets)*nLists*per + len(sh.seconds)*int(unsafe.Sizeof(second{})) + int(unsafe.Sizeof(shard{}))
+	return len(t.shards)*perShard + int(unsafe.Sizeof(Tracker{}))
 }
 
 // ShowKeys reports whether keys are shown as they are.
@@ -198,7 +231,7 @@ func (t *Tracker) ShowKeys() bool { return t.opts.ShowKeys }
 // Observe records one check of key: its result, the cost it spent (for
 // Allowed and ShadowDenied) and the highest usage fraction of the key's
 // limits after it (Used / Rate). It does not allocate, and never waits:
-// while another observation or a snapshot holds the tracker, the check
+// while another observation or a snapshot holds its shard, the check
 // is counted in Snapshot.Missed instead.
 func (t *Tracker) Observe(key string, r Result, cost int64, usage float64) {
 	t.observe(key, r, cost, usage, 1)
@@ -217,24 +250,30 @@ func (t *Tracker) now() int64 {
 // observe records a check that stands for scale checks (a sample): an
 // allowed check counts scale times its cost and scale allowed checks.
 func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
+	t.observeIn(uint(procID()), key, r, cost, usage, scale)
+}
+
+// observeIn is observe into shard p (modulo the shards).
+func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage float64, scale int64) {
 	now := t.now()
 	o := obs{hash: maphash.String(t.seed, key), key: key, now: now}
-	if !t.mu.TryLock() {
-		// Another check or a snapshot holds the tracker: rather than make
+	sh := &t.shards[p%uint(len(t.shards))]
+	if !sh.mu.TryLock() {
+		// Another check or a snapshot holds the shard: rather than make
 		// a decision wait on diagnostics, count the observation as missed.
 		t.missed.Add(scale)
 		return
 	}
-	t.record(&o, r, cost, usage, scale)
-	t.mu.Unlock()
+	sh.record(t, &o, r, cost, usage, scale)
+	sh.mu.Unlock()
 }
 
-// record is observe under the lock.
-func (t *Tracker) record(o *obs, r Result, cost int64, usage float64, scale int64) {
+// record is observe under the shard's lock.
+func (sh *shard) record(t *Tracker, o *obs, r Result, cost int64, usage float64, scale int64) {
 	now := o.now
-	t.advance(now)
-	sec := t.second(now)
-	b := &t.buckets[t.cur]
+	sh.advance(now, t.bucket)
+	sec := sh.second(now)
+	b := &sh.buckets[sh.cur]
 	switch r {
 	case Allowed:
 		sec.allowed += scale
@@ -247,7 +286,7 @@ func (t *Tracker) record(o *obs, r Result, cost int64, usage float64, scale int6
 		return
 	}
 	if r == Denied || r == ShadowDenied {
-		o.weight, o.shadow, o.inherit = 1, r == ShadowDenied, t.previous(listDenied)
+		o.weight, o.shadow, o.inherit = 1, r == ShadowDenied, sh.previous(listDenied)
 		b[listDenied].add(o)
 		o.shadow, o.inherit = false, nil
 	}
@@ -259,64 +298,79 @@ func (t *Tracker) record(o *obs, r Result, cost int64, usage float64, scale int6
 		b[listAdmitted].add(o)
 	}
 	if usage >= t.opts.Near {
-		o.weight, o.peak, o.inherit = 1, int64(usage*1e6), t.previous(listNear)
+		o.weight, o.peak, o.inherit = 1, int64(usage*1e6), sh.previous(listNear)
 		b[listNear].add(o)
 	}
 }
 
 // previous is list l of the bucket before the current one, whose streaks
 // a key entering the current bucket continues; nil with one bucket.
-func (t *Tracker) previous(l int) *summary {
-	if len(t.buckets) == 1 {
+func (sh *shard) previous(l int) *summary {
+	if len(sh.buckets) == 1 {
 		return nil
 	}
-	p := t.cur - 1
+	p := sh.cur - 1
 	if p < 0 {
-		p = len(t.buckets) - 1
+		p = len(sh.buckets) - 1
 	}
-	return t.buckets[p][l]
+	return sh.buckets[p][l]
 }
 
 // second returns the counts of now's second, cleared if they were an
 // older second's.
-func (t *Tracker) second(now int64) *second {
-	if now >= t.secStart && now-t.secStart < 1e9 {
-		return &t.seconds[t.sec]
+func (sh *shard) second(now int64) *second {
+	if now >= sh.secStart && now-sh.secStart < 1e9 {
+		return &sh.seconds[sh.sec]
 	}
 	u := now / 1e9
-	t.sec, t.secStart = int(u%int64(len(t.seconds))), u*1e9
-	sec := &t.seconds[t.sec]
+	sh.sec, sh.secStart = int(u%int64(len(sh.seconds))), u*1e9
+	sec := &sh.seconds[sh.sec]
 	if sec.unix != u {
 		*sec = second{unix: u}
 	}
 	return sec
 }
 
-// advance moves the current bucket to the one of now, clearing the
-// buckets it passes over.
-func (t *Tracker) advance(now int64) {
-	if now < t.next {
+// advance moves the current bucket to the one of now (buckets of length
+// bucket ns), clearing the buckets it passes over.
+func (sh *shard) advance(now, bucket int64) {
+	if now < sh.next {
 		return
 	}
-	e := now / t.bucket
-	t.next = (e + 1) * t.bucket
-	for n := min(e-t.epoch, int64(len(t.buckets))); n > 0; n-- {
-		t.cur = (t.cur + 1) % len(t.buckets)
-		for _, s := range t.buckets[t.cur] {
+	e := now / bucket
+	sh.next = (e + 1) * bucket
+	for n := min(e-sh.epoch, int64(len(sh.buckets))); n > 0; n-- {
+		sh.cur = (sh.cur + 1) % len(sh.buckets)
+		for _, s := range sh.buckets[sh.cur] {
 			s.reset()
 		}
 	}
-	t.epoch = e
+	sh.epoch = e
+}
+
+// lock locks every shard, in order.
+func (t *Tracker) lock() {
+	for i := range t.shards {
+		t.shards[i].mu.Lock()
+	}
+}
+
+func (t *Tracker) unlock() {
+	for i := range t.shards {
+		t.shards[i].mu.Unlock()
+	}
 }
 
 // Forget removes key from every list, as after a reset of its state.
 func (t *Tracker) Forget(key string) {
 	h := maphash.String(t.seed, key)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, b := range t.buckets {
-		for _, s := range b {
-			s.remove(h)
+	t.lock()
+	defer t.unlock()
+	for i := range t.shards {
+		for _, b := range t.shards[i].buckets {
+			for _, s := range b {
+				s.remove(h)
+			}
 		}
 	}
 }
@@ -324,14 +378,16 @@ func (t *Tracker) Forget(key string) {
 // Lookup returns the key whose ID (see Key.ID) is id, if some list holds
 // it whole (keys longer than KeyBytes are not kept).
 func (t *Tracker) Lookup(id string) (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, b := range t.buckets {
-		for _, s := range b {
-			for i := range s.entries {
-				e := &s.entries[i]
-				if e.count > 0 && !e.long && keyname.Of(e.keyString()) == id {
-					return e.keyString(), true
+	t.lock()
+	defer t.unlock()
+	for i := range t.shards {
+		for _, b := range t.shards[i].buckets {
+			for _, s := range b {
+				for i := range s.entries {
+					e := &s.entries[i]
+					if e.count > 0 && !e.long && keyname.Of(e.keyString()) == id {
+						return e.keyString(), true
+					}
 				}
 			}
 		}
@@ -394,7 +450,8 @@ type Snapshot struct {
 	// ending with the current (partial) second.
 	Seconds []Second `json:"seconds"`
 	// Missed is the number of checks not observed since the tracker was
-	// made because it was busy with another (observation never waits).
+	// made because their shard was busy with another observation or a
+	// snapshot (observation never waits).
 	// The lists and the per-second counts leave them out; a count's error
 	// may exceed its bound by at most the weight missed.
 	Missed int64 `json:"missed"`
@@ -403,13 +460,16 @@ type Snapshot struct {
 // Snapshot returns the top n keys of each list and the history.
 func (t *Tracker) Snapshot(n int) Snapshot {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.advance(now)
+	t.lock()
+	defer t.unlock()
+	for i := range t.shards {
+		t.shards[i].advance(now, t.bucket)
+	}
 	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load()}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.
-	s.Window = time.Duration(now - (t.epoch-int64(len(t.buckets))+1)*t.bucket)
+	sh0 := &t.shards[0]
+	s.Window = time.Duration(now - (sh0.epoch-int64(len(sh0.buckets))+1)*t.bucket)
 	var totals [nLists]int64
 	for l := range nLists {
 		list := t.merge(l, n, &totals[l])
@@ -423,42 +483,54 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 		}
 	}
 	s.DeniedTotal, s.AdmittedTotal, s.NearTotal = totals[listDenied], totals[listAdmitted], totals[listNear]
-	s.Seconds = make([]Second, 0, len(t.seconds))
-	for sec := now/1e9 - int64(len(t.seconds)) + 1; sec <= now/1e9; sec++ {
-		x := t.seconds[int(sec)%len(t.seconds)]
-		if x.unix != sec {
-			x = second{}
+	hist := len(sh0.seconds)
+	s.Seconds = make([]Second, 0, hist)
+	for sec := now/1e9 - int64(hist) + 1; sec <= now/1e9; sec++ {
+		out := Second{Unix: sec}
+		for i := range t.shards {
+			if x := t.shards[i].seconds[int(sec)%hist]; x.unix == sec {
+				out.Allowed += x.allowed
+				out.Denied += x.denied
+				out.ShadowDenied += x.shadow
+			}
 		}
-		s.Seconds = append(s.Seconds, Second{Unix: sec, Allowed: x.allowed, Denied: x.denied, ShadowDenied: x.shadow})
+		s.Seconds = append(s.Seconds, out)
 	}
 	return s
 }
 
-// merge sums list l over the buckets and returns its top n keys.
+// merge sums list l over the shards and buckets and returns its top n
+// keys.
 func (t *Tracker) merge(l, n int, total *int64) []Key {
 	type agg struct {
-		e          *entry // the newest bucket's entry
+		e          *entry // the entry observed last
 		count, err int64
 		since      int64
 		last, peak int64
 	}
 	m := map[uint64]*agg{}
-	for age := range len(t.buckets) {
-		s := t.buckets[(t.cur-age+len(t.buckets))%len(t.buckets)][l]
-		*total += s.total
-		for i := range s.entries {
-			e := &s.entries[i]
-			if e.count == 0 {
-				continue
+	for i := range t.shards {
+		sh := &t.shards[i]
+		for _, b := range sh.buckets {
+			s := b[l]
+			*total += s.total
+			for i := range s.entries {
+				e := &s.entries[i]
+				if e.count == 0 {
+					continue
+				}
+				a := m[e.hash]
+				if a == nil {
+					a = &agg{e: e, since: e.since, last: e.last}
+					m[e.hash] = a
+				}
+				if e.last > a.last {
+					a.e = e
+				}
+				a.count += e.count
+				a.err += e.err
+				a.since, a.last, a.peak = min(a.since, e.since), max(a.last, e.last), max(a.peak, e.peak)
 			}
-			a := m[e.hash]
-			if a == nil {
-				a = &agg{e: e, since: e.since}
-				m[e.hash] = a
-			}
-			a.count += e.count
-			a.err += e.err
-			a.since, a.last, a.peak = min(a.since, e.since), max(a.last, e.last), max(a.peak, e.peak)
 		}
 	}
 	aggs := make([]*agg, 0, len(m))

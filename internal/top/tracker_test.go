@@ -30,71 +30,78 @@ func tracker(t *testing.T, o Options) *Tracker {
 
 // TestAccuracyZipf checks the stated error bound against an exact count
 // on a skewed trace: 200,000 checks over 100,000 keys drawn from a Zipf
-// law, each bucket of the window getting its share.
+// law, each bucket of the window getting its share, in a tracker of one
+// shard and one of three (each observation in a shard drawn at random, as
+// goroutines on several Ps would spread them).
 func TestAccuracyZipf(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		s        float64
 		capacity int
 	}{{"s=1.1,k=64", 1.1, 64}, {"s=1.5,k=16", 1.5, 16}, {"s=1.01,k=256", 1.01, 256}} {
-		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock()
-			tr := tracker(t, Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now})
-			rng := rand.New(rand.NewPCG(1, 2))
-			zipf := rand.NewZipf(rng, tc.s, 1, 99_999)
-			exact := map[string]int64{}
-			const n = 200_000
-			for i := range n {
-				if i%(n/4) == 0 && i > 0 {
-					clk.add(time.Second) // the next bucket
+		for _, shards := range []int{1, 3} {
+			t.Run(tc.name+",shards="+strconv.Itoa(shards), func(t *testing.T) {
+				clk := newClock()
+				tr, err := newTracker(Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now}, shards)
+				if err != nil {
+					t.Fatal(err)
 				}
-				k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
-				cost := int64(1 + i%3)
-				exact[k] += cost
-				tr.Observe(k, Allowed, cost, 0)
-			}
-			snap := tr.Snapshot(tc.capacity * 4)
-			var total int64
-			for _, c := range exact {
-				total += c
-			}
-			if snap.AdmittedTotal != total {
-				t.Fatalf("AdmittedTotal = %d, want %d", snap.AdmittedTotal, total)
-			}
-			bound := total / int64(tc.capacity)
-			byID := map[string]string{}
-			for k := range exact {
-				byID[keyname.Of(k)] = k
-			}
-			listed := map[string]bool{}
-			for _, k := range snap.Admitted {
-				key := byID[k.ID]
-				listed[key] = true
-				if d := k.Count - exact[key]; d > bound || -d > bound {
-					t.Errorf("%s: count %d, exact %d: off by %d, bound %d", key, k.Count, exact[key], d, bound)
+				rng := rand.New(rand.NewPCG(1, 2))
+				zipf := rand.NewZipf(rng, tc.s, 1, 99_999)
+				exact := map[string]int64{}
+				const n = 200_000
+				for i := range n {
+					if i%(n/4) == 0 && i > 0 {
+						clk.add(time.Second) // the next bucket
+					}
+					k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+					cost := int64(1 + i%3)
+					exact[k] += cost
+					tr.observeIn(uint(rng.IntN(shards)), k, Allowed, cost, 0, 1) // as if from any of the Ps
 				}
-				if k.Count-k.Error > exact[key] {
-					t.Errorf("%s: count %d - error %d exceeds the exact %d", key, k.Count, k.Error, exact[key])
+				snap := tr.Snapshot(tc.capacity * 4 * shards)
+				var total int64
+				for _, c := range exact {
+					total += c
 				}
-			}
-			for k, c := range exact {
-				if c > bound && !listed[k] {
-					t.Errorf("%s: exact %d > bound %d but not listed", k, c, bound)
+				if snap.AdmittedTotal != total {
+					t.Fatalf("AdmittedTotal = %d, want %d", snap.AdmittedTotal, total)
 				}
-			}
-			// The top 5 by estimate are the exact top 5.
-			keys := make([]string, 0, len(exact))
-			for k := range exact {
-				keys = append(keys, k)
-			}
-			slices.SortFunc(keys, func(a, b string) int { return int(exact[b] - exact[a]) })
-			for i := range 5 {
-				if got := byID[snap.Admitted[i].ID]; got != keys[i] {
-					t.Errorf("top[%d] = %s (count %d), exact top[%d] = %s (%d)", i, got, snap.Admitted[i].Count, i, keys[i], exact[keys[i]])
+				bound := total / int64(tc.capacity)
+				byID := map[string]string{}
+				for k := range exact {
+					byID[keyname.Of(k)] = k
 				}
-			}
-			t.Logf("N=%d bound N/k=%d, top count %d exact %d", total, bound, snap.Admitted[0].Count, exact[keys[0]])
-		})
+				listed := map[string]bool{}
+				for _, k := range snap.Admitted {
+					key := byID[k.ID]
+					listed[key] = true
+					if d := k.Count - exact[key]; d > bound || -d > bound {
+						t.Errorf("%s: count %d, exact %d: off by %d, bound %d", key, k.Count, exact[key], d, bound)
+					}
+					if k.Count-k.Error > exact[key] {
+						t.Errorf("%s: count %d - error %d exceeds the exact %d", key, k.Count, k.Error, exact[key])
+					}
+				}
+				for k, c := range exact {
+					if c > bound && !listed[k] {
+						t.Errorf("%s: exact %d > bound %d but not listed", k, c, bound)
+					}
+				}
+				// The top 5 by estimate are the exact top 5.
+				keys := make([]string, 0, len(exact))
+				for k := range exact {
+					keys = append(keys, k)
+				}
+				slices.SortFunc(keys, func(a, b string) int { return int(exact[b] - exact[a]) })
+				for i := range 5 {
+					if got := byID[snap.Admitted[i].ID]; got != keys[i] {
+						t.Errorf("top[%d] = %s (count %d), exact top[%d] = %s (%d)", i, got, snap.Admitted[i].Count, i, keys[i], exact[keys[i]])
+					}
+				}
+				t.Logf("N=%d bound N/k=%d, top count %d exact %d", total, bound, snap.Admitted[0].Count, exact[keys[0]])
+			})
+		}
 	}
 }
 
@@ -212,7 +219,8 @@ func TestKeysHidden(t *testing.T) {
 }
 
 // TestSummaryChurn drives one summary through many insertions, removals
-// and take-overs and checks its index and heap stay consistent.
+// and take-overs and checks its index and heap stay consistent: the
+// heap's counts at most the entries' (they lag), and in heap order.
 func TestSummaryChurn(t *testing.T) {
 	s := newSummary(16)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -251,8 +259,16 @@ func checkSummary(t *testing.T, s *summary) {
 		if s.entries[i].count > 0 {
 			used++
 		}
-		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count != s.entries[i].count {
+		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count > s.entries[i].count || n.count < 0 {
 			t.Fatalf("pos[%d] = %d but heap[%d] = %+v (count %d)", i, s.pos[i], s.pos[i], n, s.entries[i].count)
+		}
+	}
+	// Freshened, the heap's top is the smallest counter, the one a new
+	// key takes over.
+	s.freshen()
+	for i := range s.entries {
+		if c := s.entries[i].count; c < s.entries[s.heap[0].x].count {
+			t.Fatalf("after freshen, the heap's top counts %d but entry %d counts %d", s.entries[s.heap[0].x].count, i, c)
 		}
 	}
 	if used != indexed {
