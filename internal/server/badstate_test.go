@@ -19,7 +19,7 @@ import (
 func TestBadStateByPolicy(t *testing.T) {
 	r := redistest.Standalone(t)
 	cfg := parseConfig(t, `
-store: {url: "`+r.URL()+`", timeout: 100ms}
+store: {url: "`+r.URL()+`", timeout: 1s}
 listeners: [{addr: "127.0.0.1:0"}, {addr: "127.0.0.1:0", serve: proxy}]
 zones:
   - {name: open, limits: 2r/m}

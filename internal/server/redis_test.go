@@ -12,7 +12,7 @@ import (
 func redisConfig(t *testing.T, url string) string {
 	t.Helper()
 	return `
-store: {url: "` + url + `", timeout: 100ms}
+store: {url: "` + url + `", timeout: 1s}
 listeners: [{addr: "127.0.0.1:0"}]
 zones:
   - {name: open, limits: 2r/m}
