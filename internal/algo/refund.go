@@ -82,7 +82,7 @@ func (s *Decay) Refund(p Params, at, cost int64) {
 	if s.T0 > at {
 		back *= math.Exp(-float64(s.T0-at) / float64(p.Window))
 	}
-	s.S = max(0, s.S-back)
+	s.setS(max(0, s.S-back))
 }
 
 // Refund implements Refunder: it moves the arrival time back by cost·T,
