@@ -108,6 +108,16 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 		case k == b:
 			start = e
 		case k > s.head: // count(k) is 0
+			if old == 0 && p.Rate-rest-cost < 0 {
+				// Nothing changes until a bucket with a cost leaves:
+				// skip to it. One exists, kept and after k − n, since
+				// rest > 0.
+				j := k - n + 1
+				for s.count(j) == 0 {
+					j++
+				}
+				k, old = j+n, s.count(j)
+			}
 			rest -= old
 		default:
 			rest += s.count(k) - old

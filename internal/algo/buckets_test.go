@@ -1,0 +1,62 @@
+package algo
+
+import (
+	mrand "math/rand/v2"
+	"testing"
+)
+
+// retryAfterRef is ring.retryAfter before it learned to skip the steps at
+// which nothing leaves the window: one step per bucket boundary.
+func (s *ring) retryAfterRef(p Params, b, e, sum, cost int64) int64 {
+	n, r := p.Window/p.Bucket, p.Bucket
+	rest := sum
+	for k := b; ; k++ {
+		old := s.count(k - n)
+		start := int64(0)
+		switch {
+		case k == b:
+			start = e
+		case k > s.head:
+			rest -= old
+		default:
+			rest += s.count(k) - old
+		}
+		if room := p.Rate - rest - cost; room >= 0 {
+			at := float64(start)
+			if old > 0 {
+				at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
+			}
+			if at < float64(r) {
+				return ceilMicros(float64((k-b)*r-e) + at)
+			}
+		}
+	}
+}
+
+// TestBucketsRetrySkipIsStepByStep holds retryAfter's skip to the walk of
+// every bucket boundary, on random rings (sparse and dense, clocks ahead of
+// the newest bucket by up to two windows) and every cost up to the rate.
+func TestBucketsRetrySkipIsStepByStep(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(31, 32))
+	for range 20_000 {
+		n := 1 + rng.Int64N(30)
+		p := Params{Rate: 1 + rng.Int64N(50), Bucket: 1 + rng.Int64N(1000)}
+		p.Window = n * p.Bucket
+		var s Buckets
+		now := int64(1_700_000_000_000) + rng.Int64N(1e6)
+		for range rng.IntN(40) {
+			now += rng.Int64N(p.Window/2 + 1)
+			s.Record(p, now, 1+rng.Int64N(p.Rate))
+		}
+		now += rng.Int64N(2*p.Window + 1)
+		b, e := s.at(p, now)
+		v := s.ring()
+		_, sum := v.window(b, n)
+		for cost := int64(1); cost <= p.Rate; cost++ {
+			got, want := v.retryAfter(p, b, e, sum, cost), v.retryAfterRef(p, b, e, sum, cost)
+			if got != want {
+				t.Fatalf("%+v %+v now %d cost %d: retryAfter %d, step by step %d", p, s, now, cost, got, want)
+			}
+		}
+	}
+}
