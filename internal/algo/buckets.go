@@ -113,7 +113,7 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 				// skip to it. One exists, kept and after k − n, since
 				// rest > 0.
 				j := k - n + 1
-				for s.count(j) == 0 {
+				for j < s.head && s.count(j) == 0 {
 					j++
 				}
 				k, old = j+n, s.count(j)
