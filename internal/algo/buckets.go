@@ -112,10 +112,7 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 				// Nothing changes until a bucket with a cost leaves:
 				// skip to it. One exists, kept and after k − n, since
 				// rest > 0.
-				j := k - n + 1
-				for j < s.head && s.count(j) == 0 {
-					j++
-				}
+				j := s.nextCost(k - n + 1)
 				k, old = j+n, s.count(j)
 			}
 			rest -= old
@@ -132,6 +129,27 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 			}
 		}
 	}
+}
+
+// nextCost returns the first bucket from j on with a cost, reading the
+// ring's slots in turn, or Head when none before it has one.
+func (s *ring) nextCost(j int64) int64 {
+	size := int64(len(s.counts))
+	j = max(j, s.head-size+1) // older buckets are not kept: no cost
+	if j >= s.head {
+		return j
+	}
+	i := s.slot - (s.head - j)
+	if i < 0 {
+		i += size
+	}
+	for j < s.head && s.counts[i] == 0 {
+		j++
+		if i++; i == size {
+			i = 0
+		}
+	}
+	return j
 }
 
 // resetAfter is the µs until the newest non-empty bucket has left the

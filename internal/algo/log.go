@@ -64,7 +64,9 @@ func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
 // add records cost at now, first dropping the events before first (those
 // that have left the window).
 func (s *Log) add(now int64, first int, cost int64) {
-	s.Events = append(s.Events[:0], s.Events[first:]...)
+	if first > 0 { // else nothing has left: no copy of the log onto itself
+		s.Events = append(s.Events[:0], s.Events[first:]...)
+	}
 	switch n := len(s.Events); {
 	case n > 0 && s.Events[n-1].At == now:
 		s.Events[n-1].Cost += cost
