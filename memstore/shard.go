@@ -36,12 +36,15 @@ type shard struct {
 	// checks then share the lock. A hint only: read and written atomically,
 	// with or without mu.
 	denying atomic.Uint32
-	slots   []slot        // a power of two of them
-	n       int           // entries
-	max     int           // entries the shard may hold
-	ops     atomic.Uint32 // checks since the last sweep, counted by both paths
-	cursor  uint32        // where the next sweep starts
-	_       [64]byte
+	// ops counts checks since the last sweep: under the exclusive lock
+	// with plain operations (tick), under the shared lock with atomic adds
+	// (readOne), which the lock orders after and before the plain ones.
+	ops    uint32
+	slots  []slot // a power of two of them
+	n      int    // entries
+	max    int    // entries the shard may hold
+	cursor uint32 // where the next sweep starts
+	_      [64]byte
 }
 
 // slot is one place of a shard's table; e is nil when it is empty.

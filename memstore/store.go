@@ -249,12 +249,11 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 // zero-cost hit, decideOne returns its state's Eval, which the fused Check
 // methods equal (TestReadPathIsExclusivePath).
 func (sh *shard) readOne(hash uint64, k *stateKey, p algo.Params, now, cost int64, o *algo.Outcome) bool {
-	if sh.ops.Add(1) >= sweepEvery {
-		return false // this check sweeps, under the exclusive lock (tick)
-	}
 	sh.mu.RLock()
 	e := sh.find(hash, k)
-	if e == nil {
+	if atomic.AddUint32(&sh.ops, 1) >= sweepEvery || e == nil {
+		// No state, or the shard's turn to sweep, which tick does under
+		// the exclusive lock.
 		sh.mu.RUnlock()
 		return false
 	}
@@ -347,13 +346,13 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 // tick counts one check on a locked shard and lets it sweep every
 // sweepEvery checks; see shard.sweep.
 func (s *Store) tick(sh *shard, now int64) {
-	if sh.ops.Add(1) >= sweepEvery {
+	if sh.ops++; sh.ops >= sweepEvery {
 		s.sweep(sh, now)
 	}
 }
 
 func (s *Store) sweep(sh *shard, now int64) {
-	sh.ops.Store(0)
+	sh.ops = 0
 	if n := sh.sweep(now); n > 0 {
 		s.expired.Add(uint64(n))
 	}
