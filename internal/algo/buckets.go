@@ -74,6 +74,9 @@ func usedAt(p Params, old, sum, e int64) float64 {
 // the start of that bucket, as Window.at does: nothing recorded is
 // forgotten and the estimate errs towards denying.
 func (s *Buckets) at(p Params, now int64) (b, e int64) {
+	if start, ok := startOf(s.Head, p.Bucket, now); ok && len(s.Counts) > 0 && now-start < p.Bucket {
+		return s.Head, now - start // still in the newest bucket: no division
+	}
 	b = floorDiv(now, p.Bucket)
 	if len(s.Counts) > 0 && b < s.Head {
 		return s.Head, 0

@@ -60,3 +60,52 @@ func TestBucketsRetrySkipIsStepByStep(t *testing.T) {
 		}
 	}
 }
+
+// TestAtWithoutDivision holds the shortcut of Window.at and Buckets.at
+// (still in the state's window or newest bucket: no division) to the
+// division, on states near and far from now, negative and huge indexes
+// whose start overflows, and clocks before the epoch.
+func TestAtWithoutDivision(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(41, 42))
+	pick := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return rng.Int64() - rng.Int64()
+		case 1:
+			return rng.Int64N(1 << 40)
+		}
+		return 1_700_000_000_000_000 + rng.Int64N(1e9)
+	}
+	for range 200_000 {
+		w := 1 + rng.Int64N(1<<uint(rng.IntN(50)))
+		now := pick()
+		idx := floorDiv(now, w) + rng.Int64N(5) - 2
+		if rng.IntN(4) == 0 {
+			idx = pick()
+		}
+		s := Window{Index: idx, Cur: 3, Prev: 4}
+		i, prev, cur, e := s.at(Params{Window: w}, now)
+		wi := floorDiv(now, w)
+		want := [4]int64{wi, 0, 0, now - wi*w}
+		switch {
+		case wi < idx:
+			want = [4]int64{idx, 4, 3, 0}
+		case wi == idx:
+			want = [4]int64{wi, 4, 3, now - wi*w}
+		case wi == idx+1:
+			want = [4]int64{wi, 3, 0, now - wi*w}
+		}
+		if got := [4]int64{i, prev, cur, e}; got != want {
+			t.Fatalf("Window %+v W %d now %d: at %v, want %v", s, w, now, got, want)
+		}
+		bs := Buckets{Head: idx, Counts: make([]int64, 3)}
+		b, be := bs.at(Params{Bucket: w}, now)
+		wb, we := wi, now-wi*w
+		if wi < idx {
+			wb, we = idx, 0
+		}
+		if b != wb || be != we {
+			t.Fatalf("Buckets head %d R %d now %d: at %d %d, want %d %d", idx, w, now, b, be, wb, we)
+		}
+	}
+}
