@@ -109,3 +109,49 @@ func TestAtWithoutDivision(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSumIsEvents: a log's running sum stays the total of its events
+// through random records, fused checks and refunds (clock forward, still
+// and back), and the usage found from it is the sum of the live events
+// added up one by one, as the log did before it kept a sum.
+func TestLogSumIsEvents(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(51, 52))
+	p := Params{Rate: 50, Window: 1_000_000}
+	for range 300 {
+		var s Log
+		now := int64(1_700_000_000_000_000)
+		for i := range 400 {
+			switch rng.IntN(10) {
+			case 0:
+				now -= rng.Int64N(p.Window)
+			case 1, 2:
+			default:
+				now += rng.Int64N(p.Window / 5)
+			}
+			cost := 1 + rng.Int64N(3)
+			switch rng.IntN(4) {
+			case 0:
+				s.Record(p, now, cost)
+			case 1:
+				at := RecordedAt(&s, p, now)
+				s.Record(p, now, cost)
+				s.Refund(p, at, cost+rng.Int64N(2)-1)
+			default:
+				s.Check(p, now, cost, rng.IntN(3) == 0)
+			}
+			if s.sum != logSum(&s) {
+				t.Fatalf("op %d: sum %d, events add up to %d: %+v", i, s.sum, logSum(&s), s.Events)
+			}
+			probe := now + rng.Int64N(2*p.Window) - p.Window/2
+			var want int64
+			for _, ev := range s.Events {
+				if ev.At > probe-p.Window {
+					want += ev.Cost
+				}
+			}
+			if _, used := s.live(p, probe); used != want {
+				t.Fatalf("op %d: usage at %d is %d, live events add up to %d", i, probe, used, want)
+			}
+		}
+	}
+}

@@ -70,8 +70,12 @@ func (s *Log) Refund(p Params, at, cost int64) {
 	if n == 0 || s.Events[n-1].At < at {
 		return
 	}
-	if s.Events[n-1].Cost -= cost; s.Events[n-1].Cost <= 0 {
+	if c := s.Events[n-1].Cost; c <= cost {
+		s.sum -= c
 		s.Events = s.Events[:n-1]
+	} else {
+		s.sum -= cost
+		s.Events[n-1].Cost = c - cost
 	}
 }
 
