@@ -13,7 +13,11 @@
 // internal/algo.Decide and records only if the whole check is allowed. A
 // check is therefore atomic with respect to every other check and reset,
 // and there is no global lock: checks on different shards never wait for
-// each other.
+// each other. Each shard's lock is a sync.RWMutex: a single-hit check
+// that records nothing (a peek, or a denial while the shard's last check
+// was denied) finds and evaluates its state under the lock held shared,
+// so checks on keys far over their limit do not queue; a cost that fits
+// goes to the exclusive path, which decides afresh.
 //
 // # Lookups and allocation
 //

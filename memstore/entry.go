@@ -54,8 +54,7 @@ func digest(sum *[idSum]byte, group, zone, key string) {
 // by the algorithm code, without an interface value in every entry.
 type entry struct {
 	expires   int64 // µs since the epoch: the last Record's now + ResetAfter
-	window    int64
-	bucket    int64
+	window    int64 // µs; a buckets entry's bucket length is in bucketsEntry
 	zoneLen   int32
 	groupLen  int32
 	algorithm uint8
@@ -67,7 +66,10 @@ type entry struct {
 // setID stores k's identity in e, copying its strings: a stored state never
 // pins the caller's (possibly much larger) buffers.
 func (e *entry) setID(k *stateKey) {
-	e.window, e.bucket = k.Limit.Window, k.Limit.Bucket // e.algorithm was set by newEntry
+	e.window = k.Limit.Window // e.algorithm was set by newEntry
+	if e.algorithm == codeBuckets {
+		(*bucketsEntry)(unsafe.Pointer(e)).bucket = k.Limit.Bucket
+	}
 	e.zoneLen, e.groupLen = int32(len(k.Zone)), int32(len(k.Group))
 	n := len(k.Group) + len(k.Zone) + len(k.Key)
 	switch {
@@ -82,9 +84,17 @@ func (e *entry) setID(k *stateKey) {
 	}
 }
 
+// sameBucket reports whether e's bucket length is b's. Only buckets
+// entries keep one (8 bytes in bucketsEntry): for every other algorithm
+// the identity's bucket length is its window (ident.LimitOf), which is
+// compared already.
+func (e *entry) sameBucket(b int64) bool {
+	return e.algorithm != codeBuckets || (*bucketsEntry)(unsafe.Pointer(e)).bucket == b
+}
+
 // is reports whether e holds the state identified by k.
 func (e *entry) is(k *stateKey) bool {
-	if e.window != k.Limit.Window || e.bucket != k.Limit.Bucket || e.algorithm != k.Limit.Code ||
+	if e.window != k.Limit.Window || e.algorithm != k.Limit.Code || !e.sameBucket(k.Limit.Bucket) ||
 		int(e.zoneLen) != len(k.Zone) || int(e.groupLen) != len(k.Group) {
 		return false
 	}
@@ -112,7 +122,8 @@ type (
 	}
 	bucketsEntry struct {
 		entry
-		s algo.Buckets
+		bucket int64 // the bucket length of the identity, µs
+		s      algo.Buckets
 	}
 	logEntry struct {
 		entry

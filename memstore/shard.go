@@ -3,6 +3,7 @@ package memstore
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // Sweeping, eviction and the table's size.
@@ -26,11 +27,22 @@ const (
 // apart by the entries' identities; deletion shifts the following entries
 // back, so the table has no tombstones.
 type shard struct {
-	mu     sync.Mutex
+	// mu is held exclusively by every check that may change a state, and
+	// shared by the read path of checks that change nothing (see
+	// Store.readOne): finding an entry and Eval write nothing.
+	mu sync.RWMutex
+	// denying is 1 while the shard's last decided check was denied, so the
+	// next check tries the read path first: on a key far over its limit,
+	// checks then share the lock. A hint only: read and written atomically,
+	// with or without mu.
+	denying atomic.Uint32
+	// ops counts checks since the last sweep: under the exclusive lock
+	// with plain operations (tick), under the shared lock with atomic adds
+	// (readOne), which the lock orders after and before the plain ones.
+	ops    uint32
 	slots  []slot // a power of two of them
 	n      int    // entries
 	max    int    // entries the shard may hold
-	ops    uint32 // checks since the last sweep
 	cursor uint32 // where the next sweep starts
 	_      [64]byte
 }

@@ -74,6 +74,9 @@ func usedAt(p Params, old, sum, e int64) float64 {
 // the start of that bucket, as Window.at does: nothing recorded is
 // forgotten and the estimate errs towards denying.
 func (s *Buckets) at(p Params, now int64) (b, e int64) {
+	if start, ok := startOf(s.Head, p.Bucket, now); ok && len(s.Counts) > 0 && now-start < p.Bucket {
+		return s.Head, now - start // still in the newest bucket: no division
+	}
 	b = floorDiv(now, p.Bucket)
 	if len(s.Counts) > 0 && b < s.Head {
 		return s.Head, 0
@@ -108,6 +111,13 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 		case k == b:
 			start = e
 		case k > s.head: // count(k) is 0
+			if old == 0 && p.Rate-rest-cost < 0 {
+				// Nothing changes until a bucket with a cost leaves:
+				// skip to it. One exists, kept and after k − n, since
+				// rest > 0.
+				j := s.nextCost(k - n + 1)
+				k, old = j+n, s.count(j)
+			}
 			rest -= old
 		default:
 			rest += s.count(k) - old
@@ -122,6 +132,27 @@ func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
 			}
 		}
 	}
+}
+
+// nextCost returns the first bucket from j on with a cost, reading the
+// ring's slots in turn, or Head when none before it has one.
+func (s *ring) nextCost(j int64) int64 {
+	size := int64(len(s.counts))
+	j = max(j, s.head-size+1) // older buckets are not kept: no cost
+	if j >= s.head {
+		return j
+	}
+	i := s.slot - (s.head - j)
+	if i < 0 {
+		i += size
+	}
+	for j < s.head && s.counts[i] == 0 {
+		j++
+		if i++; i == size {
+			i = 0
+		}
+	}
+	return j
 }
 
 // resetAfter is the µs until the newest non-empty bucket has left the

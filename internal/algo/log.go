@@ -6,6 +6,10 @@ package algo
 // most Rate entries plus those a shadow limit records beyond it.
 type Log struct {
 	Events []Event
+	// sum is the total cost of Events, kept by every method that changes
+	// them, so that the usage takes the costs of the events that have left
+	// the window off it instead of adding up the live ones.
+	sum int64
 }
 
 // Event is one recorded cost.
@@ -15,11 +19,13 @@ type Event struct {
 }
 
 // live returns the index of the oldest event still inside the window and
-// the sum of the costs from there on.
+// the sum of the costs from there on. Events are ordered by At, so the
+// live ones follow the ones that have left: it walks only the latter.
 func (s *Log) live(p Params, now int64) (first int, used int64) {
-	first = len(s.Events)
-	for i := len(s.Events) - 1; i >= 0 && s.Events[i].At > now-p.Window; i-- {
-		first, used = i, used+s.Events[i].Cost
+	used = s.sum
+	for first < len(s.Events) && s.Events[first].At <= now-p.Window {
+		used -= s.Events[first].Cost
+		first++
 	}
 	return first, used
 }
@@ -57,14 +63,17 @@ func (s *Log) resetAfter(p Params, now int64) int64 {
 // Record implements State. It drops the events that have left the window.
 func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
 	first, used := s.live(p, now)
-	s.add(now, first, cost)
+	s.add(now, first, used, cost)
 	return float64(used + cost), s.resetAfter(p, now)
 }
 
 // add records cost at now, first dropping the events before first (those
-// that have left the window).
-func (s *Log) add(now int64, first int, cost int64) {
-	s.Events = append(s.Events[:0], s.Events[first:]...)
+// that have left the window), whose costs from first on sum to used.
+func (s *Log) add(now int64, first int, used, cost int64) {
+	s.sum = used + cost
+	if first > 0 { // else nothing has left: no copy of the log onto itself
+		s.Events = append(s.Events[:0], s.Events[first:]...)
+	}
 	switch n := len(s.Events); {
 	case n > 0 && s.Events[n-1].At == now:
 		s.Events[n-1].Cost += cost
@@ -88,7 +97,7 @@ func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
 		o.RetryAfter = s.retryAfter(p, now, first, used, cost)
 	}
 	if (o.Allowed || shadow) && cost > 0 {
-		s.add(now, first, cost)
+		s.add(now, first, used, cost)
 		o.Used = float64(used + cost)
 	}
 	o.ResetAfter = s.resetAfter(p, now)

@@ -70,8 +70,12 @@ func (s *Log) Refund(p Params, at, cost int64) {
 	if n == 0 || s.Events[n-1].At < at {
 		return
 	}
-	if s.Events[n-1].Cost -= cost; s.Events[n-1].Cost <= 0 {
+	if c := s.Events[n-1].Cost; c <= cost {
+		s.sum -= c
 		s.Events = s.Events[:n-1]
+	} else {
+		s.sum -= cost
+		s.Events[n-1].Cost = c - cost
 	}
 }
 
@@ -82,7 +86,7 @@ func (s *Decay) Refund(p Params, at, cost int64) {
 	if s.T0 > at {
 		back *= math.Exp(-float64(s.T0-at) / float64(p.Window))
 	}
-	s.S = max(0, s.S-back)
+	s.setS(max(0, s.S-back))
 }
 
 // Refund implements Refunder: it moves the arrival time back by cost·T,

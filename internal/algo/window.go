@@ -1,5 +1,7 @@
 package algo
 
+import "math/bits"
+
 // Window is the sliding-window state: Cloudflare's two counters. Windows are
 // aligned: window i covers [i·W, (i+1)·W).
 //
@@ -19,6 +21,11 @@ type Window struct {
 // start of the state's window, so nothing recorded is forgotten and the
 // estimate errs towards denying.
 func (s *Window) at(p Params, now int64) (i, prev, cur, elapsed int64) {
+	if start, ok := startOf(s.Index, p.Window, now); ok && now-start < p.Window {
+		// Still in the state's window (most checks): i is Index, found
+		// without dividing.
+		return s.Index, s.Prev, s.Cur, now - start
+	}
 	i = floorDiv(now, p.Window)
 	elapsed = now - i*p.Window
 	switch {
@@ -78,6 +85,21 @@ func (s *Window) Record(p Params, now, cost int64) (float64, int64) {
 	i, prev, cur, e := s.at(p, now)
 	s.Index, s.Prev, s.Cur = i, prev, cur+cost
 	return windowUsed(s.Prev, s.Cur, e, p.Window), windowReset(s.Prev, s.Cur, e, p.Window)
+}
+
+// startOf returns i·length, the start of interval i, when it is at most
+// now and neither i, now nor the product is out of the int64 range's
+// non-negative half: then now lies in interval i iff now − start < length.
+// One multiplication, where finding i from now takes a division.
+func startOf(i, length, now int64) (start int64, ok bool) {
+	if i < 0 || now < 0 {
+		return 0, false
+	}
+	hi, lo := bits.Mul64(uint64(i), uint64(length))
+	if hi != 0 || lo > uint64(now) {
+		return 0, false
+	}
+	return int64(lo), true
 }
 
 // floorDiv is a/b rounded toward minus infinity (b > 0).

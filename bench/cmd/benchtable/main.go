@@ -5,6 +5,12 @@
 // in brackets, their minimum and maximum.
 //
 //	benchtable -metrics ns/op,allocs/op results/memory.txt
+//
+// With -ratios, it also prints ratios of two limiters' values taken within
+// each run (the i-th sample of one over the i-th of the other, so a noisy
+// round weighs on both alike), median [min–max] of the runs:
+//
+//	benchtable -ratios 'sluice-gcra/go-limiter,sluice-log/sluice-sliding-window' -ratio-metric cpu-ns/op results/memory.txt
 package main
 
 import (
@@ -21,14 +27,20 @@ import (
 
 func main() {
 	metrics := flag.String("metrics", "ns/op", "comma-separated units to tabulate, in order")
+	ratios := flag.String("ratios", "", "comma-separated pairs of limiters `a/b` whose per-run ratios to tabulate")
+	ratioMetric := flag.String("ratio-metric", "cpu-ns/op", "the unit -ratios compares")
 	flag.Parse()
-	if err := run(os.Stdout, strings.Split(*metrics, ","), flag.Args()); err != nil {
+	var pairs []string
+	if *ratios != "" {
+		pairs = strings.Split(*ratios, ",")
+	}
+	if err := run(os.Stdout, strings.Split(*metrics, ","), pairs, *ratioMetric, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, metrics, files []string) error {
+func run(w io.Writer, metrics, pairs []string, ratioMetric string, files []string) error {
 	t := newTable()
 	for _, name := range files {
 		f, err := os.Open(name)
@@ -43,6 +55,47 @@ func run(w io.Writer, metrics, files []string) error {
 	}
 	for _, m := range metrics {
 		t.write(w, m)
+	}
+	if len(pairs) > 0 {
+		return t.writeRatios(w, ratioMetric, pairs)
+	}
+	return nil
+}
+
+// writeRatios prints, for each pair a/b of limiters, the ratio of their
+// values of metric run by run: the i-th sample of a over the i-th of b in
+// each column (every run holds each benchmark once, so sample i of every
+// limiter comes from run i).
+func (t *table) writeRatios(w io.Writer, metric string, pairs []string) error {
+	byCol := t.samples[metric]
+	var cols []string
+	for _, c := range t.cols {
+		if byCol[c] != nil {
+			cols = append(cols, c)
+		}
+	}
+	fmt.Fprintf(w, "\nratio of %s within each run, median [min–max] of the runs\n\n| ratio |", metric)
+	for _, c := range cols {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(cols)))
+	for _, pair := range pairs {
+		a, b, ok := strings.Cut(pair, "/")
+		if !ok {
+			return fmt.Errorf("-ratios: %q is not a/b", pair)
+		}
+		fmt.Fprintf(w, "| %s / %s |", a, b)
+		for _, c := range cols {
+			as, bs := byCol[c][a], byCol[c][b]
+			var rs []float64
+			for i := range min(len(as), len(bs)) {
+				if bs[i] != 0 {
+					rs = append(rs, as[i]/bs[i])
+				}
+			}
+			fmt.Fprintf(w, " %s |", cell(rs))
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }
