@@ -76,15 +76,18 @@ type AsyncOptions struct {
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
 	// FirstSight is the cost a process admits locally on a key it has no
-	// view of (first seen, or seen again after its slot was forgotten),
-	// while the key's first reply is on its way: up to FirstSight (and
-	// the limit's Rate) per key and process, sent to the store at once.
-	// What the store then refuses, because the key was already full, is
+	// view of: up to FirstSight (and the limit's Rate) per key, process and
+	// window of the key's first admission, recorded in the store with the
+	// next round (in batches when the store is a BatchRecorder, as the
+	// Redis store is). A key seen once then costs a 40-byte entry of a
+	// table of 2 × MaxKeys entries (allocated when FirstSight > 0) and a
+	// record until the next round, no slot.
+	// What the store refuses, because the key was already full, is
 	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
-	// per key, process and sighting (see the package doc). Must be >= 0;
-	// zero, the default, checks a key's first sight with the store
-	// synchronously, so the accuracy bound does not depend on how many
-	// distinct keys clients send.
+	// per key, process and window (see docs/failure.md, "First sight").
+	// Must be >= 0; zero, the default, checks a key's first sight with the
+	// store synchronously, so the accuracy bound does not depend on how
+	// many distinct keys clients send.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
@@ -157,7 +160,8 @@ type Async struct {
 	log        *slog.Logger
 	logs       throttle
 
-	secret secret // keys the fingerprints of slots
+	secret secret      // keys the fingerprints of slots
+	first  *firstTable // nil without FirstSight
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
@@ -189,6 +193,9 @@ type Async struct {
 	spare       [2][]*slot // the queues' other buffers, the coordinator's own
 	closeErr    error
 	closeCtx    context.Context
+	// sweepHook, set by tests only, runs after sweep removed s, with s
+	// unlocked and its shard locked: a check arriving just then.
+	sweepHook func(s *slot)
 
 	local, sync, overflow, firstSeen atomic.Uint64
 	pending                          atomic.Int64
@@ -297,6 +304,9 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	a.base = a.now().Add(-time.Second) // so that mono() > 0
 	for i := range a.shards {
 		a.shards[i].m = make(map[fingerprint]*slot)
+	}
+	if a.firstSight > 0 {
+		a.first = newFirstTable(a.maxKeys)
 	}
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
 	a.work = make(chan flushItem, flushers)

@@ -38,12 +38,41 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
 		if slots[i] = a.slot(fp); slots[i] == nil {
+			if len(c.Hits) == 1 && a.first != nil {
+				return a.checkFirst(ctx, &c, fp, d)
+			}
 			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
 				return a.checkSync(ctx, c, d, now, nil)
 			}
 		}
 	}
 	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
+}
+
+// checkFirst decides c, of one hit whose key has no slot, on first sight
+// or by the store (see admitFirst).
+func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
+	for waited := false; ; waited = true {
+		now := a.mono()
+		ok, wait := a.admitFirst(c, fp, now, d)
+		if ok {
+			return nil
+		}
+		if wait == nil || waited {
+			// After one round the cost was sent, or failed to be: the
+			// store is as good a judge as any (a failing one decides by
+			// its policy).
+			if s := a.slot(fp); s != nil {
+				return a.decideOrAsk(ctx, c, []*slot{s}, d)
+			}
+			return a.checkSync(ctx, *c, d, now, nil)
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("edge: check: waiting for the key's first-sight cost to be sent: %w", ctx.Err())
+		}
+	}
 }
 
 // checkDone ends a check; the last one to end after Close wakes it.
@@ -373,6 +402,20 @@ func (a *Async) enqueue(s *slot) {
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 	if a.next == nil {
 		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
+	}
+	if a.first != nil {
+		// A first-sight record of the key waiting to be sent would be
+		// recorded after the reset: forget the key's sighting, then send
+		// every record now, so that the reset forgets them too.
+		for i := range c.Hits {
+			k := slotKeyOf(&c, i)
+			a.forgetFirst(a.fingerprint(&k))
+		}
+		if a.first.held.Load() > 0 && !a.closed.Load() {
+			if err := a.Flush(ctx); err != nil {
+				return fmt.Errorf("edge: reset: %w", err)
+			}
+		}
 	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {

@@ -52,6 +52,9 @@ func (a *Async) drain(t *time.Ticker) {
 		a.qmu.Lock()
 		left := len(a.queue) + len(a.urgent)
 		a.qmu.Unlock()
+		if a.first != nil {
+			left += int(a.first.held.Load())
+		}
 		if left == 0 {
 			return
 		}
@@ -77,6 +80,7 @@ const batchSlots = 64
 type flushItem struct {
 	slots  []*slot
 	urgent bool
+	first  []firstRecord // first-sight records, sent apart from slots
 }
 
 // flushRound sends the pending cost of every queued key (of the urgent
@@ -92,14 +96,19 @@ func (a *Async) flushRound(urgentOnly bool) {
 	}
 	a.qmu.Unlock()
 	all := regular
-	if len(urgent)+len(regular) > 0 {
+	var first []firstRecord
+	tookFirst := a.first != nil && (!urgentOnly || a.first.want.Swap(false) || 4*a.first.held.Load() >= a.first.maxRecs)
+	if tookFirst {
+		first = a.takeFirst(a.mono())
+	}
+	if len(urgent)+len(regular)+len(first) > 0 {
 		start := a.now()
 		a.feed(urgent, true)
 		for len(regular) > 0 {
 			n := min(batchSlots, len(regular))
 			a.round.Add(1)
 			select {
-			case a.work <- flushItem{regular[:n], false}:
+			case a.work <- flushItem{slots: regular[:n]}:
 				regular = regular[n:]
 				continue
 			case <-a.kick:
@@ -108,11 +117,21 @@ func (a *Async) flushRound(urgentOnly bool) {
 				a.feedUrgent()
 			}
 		}
+		if len(first) > 0 {
+			// One flusher sends them, a call at a time: each is a
+			// millisecond or so of Redis's time, and calls sent together
+			// would queue past their timeout behind each other.
+			a.round.Add(1)
+			a.work <- flushItem{first: first}
+		}
 		a.round.Wait()
 		took := a.now().Sub(start)
 		a.flushes.Add(1)
 		a.flushNanos.Add(int64(took))
 		a.lastFlush.Store(int64(took))
+	}
+	if tookFirst {
+		a.endFirst()
 	}
 	clear(urgent)
 	a.spare[1] = urgent[:0]
@@ -126,7 +145,7 @@ func (a *Async) flushRound(urgentOnly bool) {
 func (a *Async) feed(slots []*slot, urgent bool) {
 	for i := range slots {
 		a.round.Add(1)
-		a.work <- flushItem{slots[i : i+1], urgent}
+		a.work <- flushItem{slots: slots[i : i+1], urgent: urgent}
 	}
 }
 
@@ -150,9 +169,11 @@ type taken struct {
 
 // flushBuf is a flusher's reusable storage.
 type flushBuf struct {
-	taken []taken
-	hits  []sluice.Hit
-	d     sluice.Decision
+	taken    []taken
+	hits     []sluice.Hit
+	d        sluice.Decision
+	checks   []sluice.Check // first-sight records
+	recorded []int64
 }
 
 // flusher sends the items of rounds.
@@ -168,6 +189,14 @@ func (a *Async) flusher() {
 // and shadow flag together, up to sluice.MaxHits per check; a key alone,
 // or whose group the store denies, by itself.
 func (a *Async) flushItem(it flushItem, buf *flushBuf) {
+	for recs := it.first; len(recs) > 0; {
+		n := min(firstBatch, len(recs))
+		a.sendFirst(recs[:n], buf)
+		recs = recs[n:]
+	}
+	if len(it.first) > 0 {
+		return
+	}
 	ts := buf.taken[:0]
 	for _, s := range it.slots {
 		if t, ok := a.take(s, it.urgent); ok {
@@ -380,10 +409,14 @@ func (a *Async) sweep(now int64) {
 			if idle < time.Second && s.viewAt > 0 {
 				oldest = max(oldest, now-s.viewAt)
 			}
-			if !owes && idle > a.maxViewAge {
+			removed := !owes && idle > a.maxViewAge
+			if removed {
 				a.remove(sh, s)
 			}
 			s.mu.Unlock()
+			if removed && a.sweepHook != nil {
+				a.sweepHook(s)
+			}
 		}
 		sh.mu.Unlock()
 	}

@@ -274,7 +274,7 @@ func warmUp(b *testing.B, l sluice.Limiter, checks []sluice.Check) {
 }
 
 // BenchmarkFirstSight: keys each checked about once (drawn from 1,000,000,
-// fresh per run), 64 callers, one Redis: the store alone, an Async limiter
+// or b.N if more, fresh per run), 64 callers, one Redis: the store alone, an Async limiter
 // (whose first check of a key goes to the store), and one with
 // FirstSight 1 (admitted locally, sent in the background).
 func BenchmarkFirstSight(b *testing.B) {
@@ -293,8 +293,9 @@ func BenchmarkFirstSight(b *testing.B) {
 				l = a
 			}
 			prefix := fmt.Sprintf("tok-%d-", runs.Add(1))
+			keys := max(1_000_000, b.N) // each checked about once, whatever b.N
 			next := func(r *rand.Rand) sluice.Check {
-				return check(1, hit(prefix+strconv.Itoa(r.IntN(1_000_000)), "10r/m", sluice.SlidingWindow))
+				return check(1, hit(prefix+strconv.Itoa(r.IntN(keys)), "10r/m", sluice.SlidingWindow))
 			}
 			runCallers(b, l, srv, next)
 			if a != nil {

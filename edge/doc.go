@@ -35,8 +35,9 @@
 //     sent, and the others wait for that answer: so it does not deny what
 //     the store would admit. Over-admission is bounded, per filling of a
 //     key shared by N processes, by N·ceil(Rate/Processes), plus
-//     FirstSight per process on a key's first sight (see docs/failure.md,
-//     "The accuracy bound").
+//     FirstSight per process and window on a key's first sight, recorded
+//     in the background in batches (see docs/failure.md, "The accuracy
+//     bound" and "First sight").
 //
 // # Defaults
 //

@@ -307,3 +307,31 @@ func (g *Guard) logDegraded(source sluice.Source, cause error) {
 		"error", cause.Error(), "breaker", g.breaker.State().String(),
 		"suppressed", suppressed)
 }
+
+// RecordBatch implements BatchRecorder when the store does (the Redis store
+// does): records pass under the breaker and within the timeout, as a check,
+// and a store that fails counts against the breaker. While the breaker is
+// open it returns an error wrapping sluice.ErrUnavailable without calling
+// the store; with a store that does not record in batches, one wrapping
+// errors.ErrUnsupported.
+func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+	r, ok := g.store.(BatchRecorder)
+	if !ok {
+		return errNoBatch
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("edge: record: %w", err)
+	}
+	ok, probe := g.breaker.allow()
+	if !ok {
+		g.skipped.Add(1)
+		return fmt.Errorf("edge: record: %w", errBreakerOpen)
+	}
+	sctx, cancel := g.withTimeout(ctx)
+	err := r.RecordBatch(sctx, checks, recorded)
+	cancel()
+	if _, err = g.report(ctx, probe, err); err != nil {
+		return fmt.Errorf("edge: record: %w", err)
+	}
+	return nil
+}

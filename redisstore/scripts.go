@@ -53,7 +53,7 @@ func mustRead(name string) string {
 // scripts holds the store's scripts; built once per Store (no package-level
 // state).
 type scripts struct {
-	decide, refund, reset script
+	decide, refund, reset, record script
 }
 
 func loadScripts() scripts {
@@ -61,6 +61,7 @@ func loadScripts() scripts {
 		decide: newScript("decide.lua", true),
 		refund: newScript("refund.lua", true),
 		reset:  newScript("reset.lua", false),
+		record: newScript("record.lua", true),
 	}
 }
 

@@ -261,6 +261,12 @@ type Zone struct {
 	// divides the worst-case over-admission by about as much
 	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
 	Processes int
+	// FirstSight is, for an async zone, the cost a server admits locally
+	// on a key it has no view of, per key and window, while the key's
+	// first record is sent in the background
+	// (edge.AsyncOptions.FirstSight); 0 asks the store on a key's first
+	// check. Only with mode async. Default: 0.
+	FirstSight int64
 	// ShowKeys shows the zone's keys as they are in GET /v1/top, /ui and
 	// "sluice top"; otherwise they are shown by their internal/keyname
 	// digest (a key is often a credential). Default: false.

@@ -75,18 +75,21 @@ func TestZoneModes(t *testing.T) {
 		mode      Mode
 		interval  time.Duration
 		processes int
+		first     int64
 	}{
-		{"", SyncMode, 0, 0},
-		{"    mode: sync\n", SyncMode, 0, 0},
-		{"    mode: async\n", AsyncMode, DefaultSyncInterval, 1},
-		{"    mode: async\n    sync_interval: 250ms\n    processes: 4\n", AsyncMode, 250 * time.Millisecond, 4},
+		{"", SyncMode, 0, 0, 0},
+		{"    mode: sync\n", SyncMode, 0, 0, 0},
+		{"    mode: async\n", AsyncMode, DefaultSyncInterval, 1, 0},
+		{"    mode: async\n    sync_interval: 250ms\n    processes: 4\n", AsyncMode, 250 * time.Millisecond, 4, 0},
+		{"    mode: async\n    first_sight: 1\n", AsyncMode, DefaultSyncInterval, 1, 1},
+		{"    mode: async\n    first_sight: 0\n", AsyncMode, DefaultSyncInterval, 1, 0},
 	} {
 		c, err := Parse("c.yaml", []byte("zones:\n  - name: a\n    limits: 1r/s\n"+tc.yaml))
 		if err != nil {
 			t.Fatalf("%q: %v", tc.yaml, err)
 		}
-		if z := c.Zones[0]; z.Mode != tc.mode || z.SyncInterval != tc.interval || z.Processes != tc.processes {
-			t.Errorf("%q: mode %q, interval %v, processes %d; want %q, %v, %d", tc.yaml, z.Mode, z.SyncInterval, z.Processes, tc.mode, tc.interval, tc.processes)
+		if z := c.Zones[0]; z.Mode != tc.mode || z.SyncInterval != tc.interval || z.Processes != tc.processes || z.FirstSight != tc.first {
+			t.Errorf("%q: mode %q, interval %v, processes %d, first sight %d; want %q, %v, %d, %d", tc.yaml, z.Mode, z.SyncInterval, z.Processes, z.FirstSight, tc.mode, tc.interval, tc.processes, tc.first)
 		}
 	}
 }
@@ -135,7 +138,7 @@ func TestErrors(t *testing.T) {
 		{"syntax", "zones: [\n  - a: b\n", "c.yaml:"},
 		{"not a mapping", "- a\n", "want a mapping"},
 		{"unknown top field", "zone:\n  - name: a\n", `c.yaml:1: zone: unknown field "zone" (did you mean "zones"?)`},
-		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, group, key, limits, mode, name, processes, resolution, shadow, show_keys, sync_interval)`},
+		{"unknown field, no near one", "zones: [{name: a, limits: 1r/s, colour: red}]\n", `c.yaml:1: zones[0].colour: unknown field "colour" (want one of algorithm, failure, first_sight, group, key, limits, mode, name, processes, resolution, shadow, show_keys, sync_interval)`},
 		{"zero rate", "zones:\n  - name: a\n    limits: [10r/s]\n  - name: b\n    limits: [10r/s]\n  - name: c\n    limits:\n      - 0r/m\n",
 			`c.yaml:8: zones[2].limits[0]: limit "0r/m": rate must be > 0`},
 		{"bad spec string", "zones:\n  - name: a\n    limits: 10 per minute\n", `c.yaml:3: zones[0].limits: limit "10 per minute": missing "r/"`},
@@ -159,6 +162,9 @@ func TestErrors(t *testing.T) {
 		{"interval as long as a window", "zones:\n  - name: a\n    limits: 10r/m, 1r/100ms\n    mode: async\n", `zones[0].sync_interval: 100ms must be shorter than the zone's smallest window (100ms, limit "1r/100ms")`},
 		{"processes without async", zone + "    processes: 3\n", `c.yaml:4: zones[0].processes: is only used with mode: async`},
 		{"processes not positive", zone + "    mode: async\n    processes: 0\n", `c.yaml:5: zones[0].processes: must be > 0`},
+		{"first sight without async", zone + "    first_sight: 1\n", `c.yaml:4: zones[0].first_sight: is only used with mode: async`},
+		{"first sight negative", zone + "    mode: async\n    first_sight: -1\n", `c.yaml:5: zones[0].first_sight: must be between 0 and 1000000000, got -1`},
+		{"first sight not an integer", zone + "    mode: async\n    first_sight: yes\n", `c.yaml:5: zones[0].first_sight: want an integer`},
 		{"bad shadow", zone + "    shadow: perhaps\n", `c.yaml:4: zones[0].shadow: want true or false, got "perhaps"`},
 		{"bad cidr", zone + "trusted_proxies: [10.0.0.0/33]\n", `c.yaml:4: trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
 		{"bad store url", zone + "store: {url: 'http://x'}\n", `c.yaml:4: store.url: "http://x" is not memory or a Redis URL`},

@@ -319,6 +319,9 @@ func (w *walker) validateMode(z *Zone, path string) {
 	case z.Processes == 0 && z.Mode == AsyncMode:
 		z.Processes = 1
 	}
+	if z.FirstSight != 0 && z.Mode != AsyncMode {
+		w.add(w.line(path+".first_sight"), path+".first_sight", "is only used with mode: async")
+	}
 }
 
 func (w *walker) validateProxy(c *Config) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"go.yaml.in/yaml/v4"
 )
 
@@ -259,6 +260,24 @@ func (w *walker) positive(n *yaml.Node, path string) int64 {
 	}
 	if i <= 0 {
 		w.add(n.Line, path, "must be > 0, got %d (omit the field to get its default)", i)
+		return 0
+	}
+	return i
+}
+
+// nonNegative returns an integer >= 0, written as a YAML integer, at most
+// sluice.MaxRate.
+func (w *walker) nonNegative(n *yaml.Node, path string) int64 {
+	if n = w.node(n, path); n == nil {
+		return 0
+	}
+	var i int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+		w.add(n.Line, path, "want an integer, got %s%s", describe(n), omitHint(n))
+		return 0
+	}
+	if i < 0 || i > sluice.MaxRate {
+		w.add(n.Line, path, "must be between 0 and %d, got %d", int64(sluice.MaxRate), i)
 		return 0
 	}
 	return i

@@ -39,6 +39,9 @@ func (w *walker) zone(n *yaml.Node, path string, z *Zone) {
 			z.SyncInterval = w.duration(v, p)
 		},
 		"processes": func(v *yaml.Node, p string) { z.Processes = int(min(w.positive(v, p), 1<<20)) },
+		"first_sight": func(v *yaml.Node, p string) {
+			z.FirstSight = w.nonNegative(v, p)
+		},
 		"show_keys": func(v *yaml.Node, p string) { z.ShowKeys = w.boolean(v, p) },
 	})
 	for i := range z.Limits {

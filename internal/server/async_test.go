@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,11 +35,11 @@ zones:
 			t.Fatalf("check %d: %d from %q, want 200 from %q (%s)", i, resp.StatusCode, d.Source, want, raw)
 		}
 	}
-	series := `sluice_async_decisions_total{path="local",policy="open",processes="1",sync_interval="1m0s"}`
+	series := `sluice_async_decisions_total{first_sight="0",path="local",policy="open",processes="1",sync_interval="1m0s"}`
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2", series, got)
 	}
-	series = `sluice_async_pending_cost{policy="open",processes="1",sync_interval="1m0s"}`
+	series = `sluice_async_pending_cost{first_sight="0",policy="open",processes="1",sync_interval="1m0s"}`
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2 (the sync interval has not passed)", series, got)
 	}
@@ -85,7 +86,7 @@ zones:
 			t.Fatalf("%d from %q, want 200 from %q (%s)", resp.StatusCode, d.Source, want, raw)
 		}
 	}
-	pending := `sluice_async_pending_cost{policy="open",processes="1",sync_interval="50ms"}`
+	pending := `sluice_async_pending_cost{first_sight="0",policy="open",processes="1",sync_interval="50ms"}`
 	// The flushes after the restart go through the breaker, which probes
 	// after a back-off that doubles after each failed probe up to
 	// edge.DefaultMaxBackoff (5 s): a few probes that fail while Redis
@@ -108,13 +109,13 @@ zones:
 		check("local-view")
 	}
 	time.Sleep(200 * time.Millisecond) // a few failed flush rounds
-	if got := metricValue(t, async.api, `sluice_async_flush_errors_total{policy="open",processes="1",sync_interval="50ms"}`); got <= 0 {
+	if got := metricValue(t, async.api, `sluice_async_flush_errors_total{first_sight="0",policy="open",processes="1",sync_interval="50ms"}`); got <= 0 {
 		t.Errorf("flush errors %v during the outage, want some", got)
 	}
 	waitPending(3)
 	r.Restart()
 	waitPending(0)
-	if got := metricValue(t, async.api, `sluice_async_dropped_cost_total{policy="open",processes="1",sync_interval="50ms"}`); got != 0 {
+	if got := metricValue(t, async.api, `sluice_async_dropped_cost_total{first_sight="0",policy="open",processes="1",sync_interval="50ms"}`); got != 0 {
 		t.Errorf("dropped %v, want 0", got)
 	}
 	if err := async.stop(); err != nil {
@@ -156,5 +157,74 @@ zones:
 	}
 	if resp, raw := get(t, ts.api+"/v1/auth?zone=a&zone=b", user); resp.StatusCode != http.StatusNoContent {
 		t.Errorf("auth after the reset of zone a: %d, want 204: a deny cache still repeats the old denial (%s)", resp.StatusCode, raw)
+	}
+}
+
+// TestRedisAsyncZoneFirstSight: with first_sight, an async zone admits the
+// first check of a key locally (no store call), counts it in /metrics,
+// and records it in Redis in the background: a synchronous server on the
+// same Redis then finds the usage. A reload that changes first_sight makes
+// a new limiter and closes the old one after it sent what it owed.
+func TestRedisAsyncZoneFirstSight(t *testing.T) {
+	r := redistest.Standalone(t)
+	cfg := func(zone string) string {
+		return `
+store: {url: "` + r.URL() + `", timeout: 2s}
+listeners: [{addr: "127.0.0.1:0"}]
+zones:
+  - {name: a, limits: 10r/h, ` + zone + `}
+`
+	}
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, cfg("mode: async, sync_interval: 1m, first_sight: 2"))
+	async := start(t, loadConfig(t, path), Options{ConfigPath: path, WatchInterval: -1})
+	// Two first-sight admissions, then a check that asks the store once
+	// they are sent (with the round it asks for).
+	for i, want := range []string{"local-view", "local-view", "store"} {
+		resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"k"}`)
+		if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || d.Source != want {
+			t.Fatalf("check %d: %d from %q, want 200 from %q (%s)", i, resp.StatusCode, d.Source, want, raw)
+		}
+		if i == 2 {
+			if d := decodeDecision(t, raw); d.Limits[0].Remaining != 7 {
+				t.Errorf("the store's answer after two first-sight checks: %s, want 7 remaining (the two were recorded first)", raw)
+			}
+		}
+	}
+	series := `sluice_async_first_sight_total{first_sight="2",policy="open",processes="1",sync_interval="1m0s"}`
+	if got := metricValue(t, async.api, series); got != 2 {
+		t.Errorf("%s = %v, want 2", series, got)
+	}
+	// The records went in a batch call, not as checks.
+	series = `sluice_store_duration_seconds_count{op="record"}`
+	if got := metricValue(t, async.api, series); got != 1 {
+		t.Errorf("%s = %v, want 1 (the two records in one call)", series, got)
+	}
+	// A new key: admitted on first sight, then a reload that changes
+	// first_sight closes that limiter, which sends the record.
+	if resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"new"}`); decodeDecision(t, raw).Source != "local-view" {
+		t.Fatalf("a new key's first check: %d %s, want from the local view", resp.StatusCode, raw)
+	}
+	writeFile(t, path, cfg("mode: async, sync_interval: 1m, first_sight: 1"))
+	if err := async.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	async.backend.closing.Wait()
+	async.backend.amu.Lock()
+	for k := range async.backend.asyncs {
+		if k.firstSight != 1 {
+			t.Errorf("after the reload: a limiter with first_sight %d is kept, want only the new one of 1", k.firstSight)
+		}
+	}
+	async.backend.amu.Unlock()
+	if err := async.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sync := start(t, parseConfig(t, cfg("mode: sync")), Options{})
+	for key, remaining := range map[string]int64{"k": 6, "new": 8} {
+		resp, raw := post(t, sync.api+"/v1/check", `{"zone":"a","key":"`+key+`"}`)
+		if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || d.Limits[0].Remaining != remaining {
+			t.Errorf("key %s on the sync server: %d %s, want %d remaining: the first-sight cost was not all recorded", key, resp.StatusCode, raw, remaining)
+		}
 	}
 }

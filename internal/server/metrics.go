@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/edge"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own.
@@ -114,6 +117,19 @@ func (t *timedLimiter) Check(ctx context.Context, c sluice.Check, d *sluice.Deci
 	return err
 }
 
+// RecordBatch passes an async zone's first-sight records to the store when
+// it records in batches (the Redis store does; see edge.BatchRecorder).
+func (t *timedLimiter) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+	r, ok := t.next.(edge.BatchRecorder)
+	if !ok {
+		return fmt.Errorf("server: the store does not record in batches: %w", errors.ErrUnsupported)
+	}
+	start := time.Now()
+	err := r.RecordBatch(ctx, checks, recorded)
+	t.hist.WithLabelValues("record").Observe(time.Since(start).Seconds())
+	return err
+}
+
 func (t *timedLimiter) Reset(ctx context.Context, c sluice.Check) error {
 	start := time.Now()
 	err := t.next.Reset(ctx, c)
@@ -141,10 +157,11 @@ var (
 
 // The metrics of async zones, by failure policy and sync interval.
 var (
-	asyncLabels          = []string{"policy", "sync_interval", "processes"}
+	asyncLabels          = []string{"policy", "sync_interval", "processes", "first_sight"}
 	descAsyncPending     = prometheus.NewDesc("sluice_async_pending_cost", "Cost admitted by async zones and not yet recorded by the store, summed over keys.", asyncLabels, nil)
 	descAsyncKeys        = prometheus.NewDesc("sluice_async_keys", "Keys tracked by async zones.", asyncLabels, nil)
 	descAsyncDecisions   = prometheus.NewDesc("sluice_async_decisions_total", "Checks of async zones, by path: local (from the view) or sync (passed to the store).", append(asyncLabels, "path"), nil)
+	descAsyncFirstSight  = prometheus.NewDesc("sluice_async_first_sight_total", "Checks of async zones admitted locally on a key's first sight (first_sight), counted among the local decisions too.", asyncLabels, nil)
 	descAsyncFlushes     = prometheus.NewDesc("sluice_async_flushes_total", "Flush rounds of async zones.", asyncLabels, nil)
 	descAsyncFlushSecs   = prometheus.NewDesc("sluice_async_flush_seconds_total", "Time spent in flush rounds; divide by sluice_async_flushes_total for the mean latency.", asyncLabels, nil)
 	descAsyncLastFlush   = prometheus.NewDesc("sluice_async_last_flush_seconds", "Length of the last flush round.", asyncLabels, nil)
@@ -156,7 +173,7 @@ var (
 
 func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries,
-		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
+		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFirstSight, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
 		ch <- d
 	}
 }
@@ -167,7 +184,7 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 	defer e.b.amu.Unlock()
 	for k, a := range e.b.asyncs {
 		s := a.Stats()
-		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes)}
+		l := []string{string(k.policy), k.interval.String(), strconv.Itoa(k.processes), strconv.FormatInt(k.firstSight, 10)}
 		metric := func(d *prometheus.Desc, t prometheus.ValueType, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, t, v, append(l, extra...)...)
 		}
@@ -175,6 +192,7 @@ func (e edgeCollector) collectAsync(ch chan<- prometheus.Metric) {
 		metric(descAsyncKeys, prometheus.GaugeValue, float64(s.Keys))
 		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Local), "local")
 		metric(descAsyncDecisions, prometheus.CounterValue, float64(s.Sync), "sync")
+		metric(descAsyncFirstSight, prometheus.CounterValue, float64(s.FirstSight))
 		metric(descAsyncFlushes, prometheus.CounterValue, float64(s.Flushes))
 		metric(descAsyncFlushSecs, prometheus.CounterValue, s.FlushSeconds)
 		metric(descAsyncLastFlush, prometheus.GaugeValue, s.LastFlush.Seconds())

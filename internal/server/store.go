@@ -85,7 +85,7 @@ type backend struct {
 	log      *slog.Logger
 
 	// asyncs are the edge.Async limiters of async zones, one per failure
-	// policy, sync interval and processes, made as zones ask; a reload
+	// policy, sync interval, processes and first sight, made as zones ask; a reload
 	// reuses them and closes those no zone uses any more.
 	amu    sync.Mutex
 	asyncs map[asyncKey]*edge.Async
@@ -94,9 +94,15 @@ type backend struct {
 }
 
 type asyncKey struct {
-	policy    config.FailurePolicy
-	interval  time.Duration
-	processes int
+	policy     config.FailurePolicy
+	interval   time.Duration
+	processes  int
+	firstSight int64
+}
+
+// asyncKeyOf returns the key of z's async limiter.
+func asyncKeyOf(z *config.Zone) asyncKey {
+	return asyncKey{z.Failure, z.SyncInterval, z.Processes, z.FirstSight}
 }
 
 // policyChain is the limiter of one failure policy.
@@ -176,7 +182,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	}
 	b.amu.Lock()
 	defer b.amu.Unlock()
-	k := asyncKey{z.Failure, z.SyncInterval, z.Processes}
+	k := asyncKeyOf(z)
 	if a := b.asyncs[k]; a != nil {
 		return a
 	}
@@ -185,7 +191,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	if chain.guard != nil {
 		next = chain.guard
 	}
-	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, Logger: b.log})
+	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, FirstSight: z.FirstSight, Logger: b.log})
 	if err != nil { // not with a validated configuration
 		b.log.Error("async mode unavailable; the zone is synchronous", "zone", z.Name, "error", err.Error())
 		return b.limiter(z.Failure)
@@ -202,7 +208,7 @@ func (b *backend) retire(st *state) {
 	used := map[asyncKey]bool{}
 	for _, z := range st.zones {
 		if z.cfg.Mode == config.AsyncMode {
-			used[asyncKey{z.cfg.Failure, z.cfg.SyncInterval, z.cfg.Processes}] = true
+			used[asyncKeyOf(z.cfg)] = true
 		}
 	}
 	b.amu.Lock()

@@ -1,0 +1,371 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A BatchRecorder adds the cost of many checks to their state without
+// deciding them: cost admitted elsewhere (an Async's first sight) and sent
+// afterwards. Each check has one hit and a cost > 0. RecordBatch sets
+// recorded[i] to the cost recorded for checks[i] (its Cost, or less, down
+// to 0, where the state had no room for it: nothing past the limit is
+// written), to -1 when the store cannot record it and never will (its key
+// holds data of another type), or to any value below -1 when it was not
+// sent (its call failed): the caller sends those again. The Redis store
+// implements it with one script call per few hundred records, and a Guard
+// passes it through (errors.ErrUnsupported when its store does not).
+type BatchRecorder interface {
+	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error
+}
+
+// firstBatch is the most first-sight records sent in one call: about a
+// millisecond of Redis's time (for sliding windows not stored yet, measured
+// on a shared 2-core machine), which a check waiting behind it can afford.
+const firstBatch = 128
+
+// A firstEntry remembers the cost admitted on first sight on one key, until
+// the end of the window of its first admission.
+type firstEntry struct {
+	fp    fingerprint
+	until int64 // ns since base; the entry is free once until <= now
+	used  int64
+	gen   int64 // the shard's generation at the last admission
+}
+
+// A firstRecord is a first-sight admission waiting to be sent.
+type firstRecord struct {
+	hit   sluice.Hit
+	group string
+	cost  int64
+	at    int64 // ns since base
+}
+
+// firstEntryBytes and firstRecordBytes are what the first-sight table
+// holds per entry and per record waiting, in bytes.
+const (
+	firstEntryBytes  = int64(unsafe.Sizeof(firstEntry{}))
+	firstRecordBytes = int64(unsafe.Sizeof(firstRecord{}))
+)
+
+// firstShard is one shard of the first-sight table: a set-associative
+// array of entries (ways per set, no pointers for the collector to scan)
+// and the records admitted since the last round.
+type firstShard struct {
+	mu      sync.Mutex
+	entries []firstEntry
+	mask    uint64 // sets - 1
+	recs    []firstRecord
+	// gen counts the rounds that took the shard's records; done is the
+	// generation of the last such round that is over: an entry's records
+	// are all sent (or failed) once done >= its gen.
+	gen, done int64
+	_         [24]byte // no false sharing with the next shard's lock
+}
+
+// firstTable is an Async's first-sight state: which keys were admitted on
+// first sight in their current window, and the records to send. Keys seen
+// once hold an entry of firstEntryBytes and a record until the next round:
+// no slot, no goroutine, no timer, no map.
+type firstTable struct {
+	shards  [asyncShards]firstShard
+	held    atomic.Int64 // records not yet sent or dropped
+	maxRecs int64
+	// out holds a round's records, retry those whose call failed: the
+	// coordinator's and the flushers' (under retryMu).
+	out     []firstRecord
+	retryMu sync.Mutex
+	retry   []firstRecord
+	// batch is false once the store turned out not to record in batches:
+	// records then go as checks.
+	batch atomic.Bool
+	// taken is each shard's generation taken by the round under way.
+	taken [asyncShards]int64
+	// roundEnd is closed when the next round that takes records is over;
+	// want asks for one, even among urgent rounds.
+	roundMu  sync.Mutex
+	roundEnd chan struct{}
+	want     atomic.Bool
+}
+
+// firstSlack is how many entries the table has per key it is sized for:
+// with 8 ways per set, a new key finds its set full (and asks the store)
+// for about 2% of keys when the table holds as many keys as half its
+// entries, 0.02% at a quarter.
+const firstSlack = 2
+
+// newFirstTable returns a table of at least firstSlack × keys entries
+// (rounded up to whole sets of ways per shard, a power of two) holding at
+// most keys records waiting.
+func newFirstTable(keys int64) *firstTable {
+	t := &firstTable{maxRecs: keys}
+	sets := uint64(1)
+	for int64(sets*ways*asyncShards) < firstSlack*keys {
+		sets <<= 1
+	}
+	for i := range t.shards {
+		t.shards[i].entries = make([]firstEntry, sets*ways)
+		t.shards[i].mask = sets - 1
+		t.shards[i].gen = 1
+	}
+	t.batch.Store(true)
+	return t
+}
+
+// admitFirst decides c, a check of one hit whose key has no slot, on first
+// sight: allowed locally while the cost admitted on first sight on its key
+// in this window stays within min(FirstSight, Rate). Otherwise it writes
+// nothing and c goes to the store: at once (wait nil) when c is not for
+// first sight (a shadow check, a cost of 0 or past the budget, the table's
+// set or its records full), or, when the key's first-sight budget is spent
+// and some of it is not sent yet, once wait is closed: the store, not
+// knowing that cost, would admit it again.
+func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}) {
+	h := &c.Hits[0]
+	budget := min(a.firstSight, h.Limit.Rate)
+	t := a.first
+	if c.Cost <= 0 || c.Cost > budget || c.Shadow || h.Limit.Shadow {
+		return false, nil
+	}
+	sh := &t.shards[fp.hi%asyncShards]
+	sh.mu.Lock()
+	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
+	var e, free *firstEntry
+	for i := range set {
+		x := &set[i]
+		if x.until <= now {
+			if free == nil {
+				free = x
+			}
+			continue
+		}
+		if x.fp == fp {
+			e = x
+			break
+		}
+	}
+	if e != nil && e.used+c.Cost > budget {
+		unsent := e.gen > sh.done
+		sh.mu.Unlock()
+		if unsent {
+			return false, t.nextRound(a)
+		}
+		return false, nil
+	}
+	if t.held.Load() >= t.maxRecs {
+		sh.mu.Unlock()
+		a.kickRound()
+		return false, nil
+	}
+	if e == nil {
+		if free == nil {
+			// Every entry of the set is in its window: forgetting one
+			// would let its key be admitted on first sight again.
+			sh.mu.Unlock()
+			return false, nil
+		}
+		e = free
+		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
+	}
+	e.used += c.Cost
+	e.gen = sh.gen
+	used := e.used
+	hit := *h
+	hit.Limit.Name = ""
+	sh.recs = append(sh.recs, firstRecord{hit: hit, group: c.Group, cost: c.Cost, at: now})
+	sh.mu.Unlock()
+	t.held.Add(1)
+	a.pending.Add(c.Cost)
+	a.firstSeen.Add(1)
+	a.local.Add(1)
+	d.Prepare(1)
+	d.Hits[0] = sluice.HitResult{Allowed: true, Used: float64(used), Remaining: budget - used}
+	d.Conclude(sluice.FromLocalView)
+	return true, nil
+}
+
+// nextRound returns a channel closed when the next round that sends
+// records is over, and asks for one now.
+func (t *firstTable) nextRound(a *Async) <-chan struct{} {
+	t.roundMu.Lock()
+	if t.roundEnd == nil {
+		t.roundEnd = make(chan struct{})
+	}
+	ch := t.roundEnd
+	t.roundMu.Unlock()
+	t.want.Store(true)
+	a.kickRound()
+	return ch
+}
+
+// kickRound asks for a flush round at once.
+func (a *Async) kickRound() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// forgetFirst removes the first-sight entry of fp, so that the key's next
+// check is a new sighting (after a reset).
+func (a *Async) forgetFirst(fp fingerprint) {
+	sh := &a.first.shards[fp.hi%asyncShards]
+	sh.mu.Lock()
+	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
+	for i := range set {
+		if set[i].fp == fp {
+			set[i] = firstEntry{}
+		}
+	}
+	sh.mu.Unlock()
+}
+
+// takeFirst gathers the records to send this round, the coordinator's:
+// those whose call failed last round first, less those older than their
+// window (dropped), then those admitted since.
+func (a *Async) takeFirst(now int64) []firstRecord {
+	t := a.first
+	out := t.out[:0]
+	t.retryMu.Lock()
+	for _, r := range t.retry {
+		if now-r.at > int64(r.hit.Limit.Window) {
+			a.dropped.Add(uint64(r.cost))
+			a.pending.Add(-r.cost)
+			t.held.Add(-1)
+			continue
+		}
+		out = append(out, r)
+	}
+	clear(t.retry)
+	t.retry = t.retry[:0]
+	t.retryMu.Unlock()
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		out = append(out, sh.recs...)
+		clear(sh.recs)
+		sh.recs = sh.recs[:0]
+		t.taken[i] = sh.gen
+		sh.gen++
+		sh.mu.Unlock()
+	}
+	t.out = out
+	return out
+}
+
+// endFirst ends a round that took records: their keys' entries are marked
+// sent, those waiting for it are woken, and the records released.
+func (a *Async) endFirst() {
+	t := a.first
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		sh.done = t.taken[i]
+		sh.mu.Unlock()
+	}
+	t.roundMu.Lock()
+	if t.roundEnd != nil {
+		close(t.roundEnd)
+		t.roundEnd = nil
+	}
+	t.roundMu.Unlock()
+	clear(t.out)
+	t.out = t.out[:0]
+}
+
+// sendFirst sends recs, part of a round, and accounts for each: recorded,
+// refused (the key was full: over-admission, Unrecorded), impossible
+// (Dropped), or not sent (kept for the next round).
+func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
+	buf.hits = buf.hits[:0]
+	for i := range recs {
+		buf.hits = append(buf.hits, recs[i].hit)
+	}
+	buf.checks = buf.checks[:0]
+	for i := range recs {
+		buf.checks = append(buf.checks, sluice.Check{Hits: buf.hits[i : i+1], Cost: recs[i].cost, Group: recs[i].group})
+	}
+	buf.recorded = append(buf.recorded[:0], make([]int64, len(recs))...)
+	a.record(buf.checks, buf.recorded, buf)
+	var failed []firstRecord
+	for i, r := range buf.recorded {
+		cost := recs[i].cost
+		switch {
+		case r >= 0:
+			a.pending.Add(-cost)
+			a.unrecorded.Add(uint64(cost - min(r, cost)))
+			a.first.held.Add(-1)
+		case r == -1:
+			a.pending.Add(-cost)
+			a.dropped.Add(uint64(cost))
+			a.first.held.Add(-1)
+		default:
+			failed = append(failed, recs[i])
+		}
+	}
+	clear(buf.checks)
+	if len(failed) > 0 {
+		a.first.retryMu.Lock()
+		a.first.retry = append(a.first.retry, failed...)
+		a.first.retryMu.Unlock()
+	}
+}
+
+// notSent marks a record whose call failed.
+const notSent = -2
+
+// record sends checks, records of one hit each, in one RecordBatch when
+// the store takes them (see BatchRecorder), else as checks one by one.
+func (a *Async) record(checks []sluice.Check, recorded []int64, buf *flushBuf) {
+	for i := range recorded {
+		recorded[i] = notSent
+	}
+	if r, ok := a.next.(BatchRecorder); ok && a.first.batch.Load() {
+		ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
+		a.flushCalls.Add(1)
+		err := r.RecordBatch(ctx, checks, recorded)
+		cancel()
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			a.first.batch.Store(false)
+			a.flushCalls.Add(^uint64(0))
+		case errors.Is(err, sluice.ErrInvalid):
+			// Checked when admitted: cannot be sent, ever.
+			for i := range recorded {
+				recorded[i] = -1
+			}
+			a.logFlush(err)
+			return
+		case err != nil:
+			a.flushErrs.Add(1)
+			a.logFlush(err)
+			return
+		default:
+			return
+		}
+	}
+	for i := range checks {
+		rec, err := a.send(checks[i], &buf.d)
+		if err != nil {
+			return // the rest are not sent either: the store is failing
+		}
+		recorded[i] = rec
+	}
+}
+
+// logFlush logs a failed flush call, at most once per LogInterval.
+func (a *Async) logFlush(err error) {
+	if ok, suppressed := a.logs.allow(); ok {
+		a.log.Warn("edge: async flush failed; the cost stays owed", "error", err.Error(), "suppressed", suppressed)
+	}
+}
+
+// errNoBatch is a Guard's RecordBatch error when its store does not record
+// in batches.
+var errNoBatch = fmt.Errorf("edge: record: the store does not record in batches: %w", errors.ErrUnsupported)

@@ -1,0 +1,68 @@
+package edge
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// TestSweepLosesNoCost: a check that reaches a slot just as the sweep
+// forgets it (idle, owing nothing) is not lost: judged and removed under
+// one hold of the slot's lock, the slot is dead by the time the check
+// locks it, and the check asks the store. The sweep before issue 15's fix
+// judged under the lock and removed after releasing it: a check between
+// the two was admitted from the view and its cost forgotten with the slot
+// (the store counted 1 of 2 admitted checks), which failed this test
+// (verified by putting that sweep back, with the hook between its
+// judgment and its removal).
+func TestSweepLosesNoCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := memstore.New(memstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := NewAsync(m, AsyncOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close(context.Background())
+		l, err := sluice.ParseLimit("100r/h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: "k", Limit: l}}}
+		var d sluice.Decision
+		if err := a.Check(context.Background(), c, &d); err != nil || !d.Allowed {
+			t.Fatalf("first check: %v %+v", err, d)
+		}
+		admitted := 1
+		a.sweepHook = func(s *slot) {
+			var d sluice.Decision
+			if err := a.decideOrAsk(context.Background(), &c, []*slot{s}, &d); err != nil {
+				t.Errorf("the check during the sweep: %v", err)
+			} else if d.Allowed {
+				admitted++
+			}
+		}
+		a.sweep(a.mono() + int64(a.maxViewAge+time.Second))
+		a.sweepHook = nil
+		if err := a.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		peek := c
+		peek.Cost = 0
+		if err := m.Check(context.Background(), peek, &d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Hits[0].Used; got != float64(admitted) {
+			t.Errorf("the store counts %v, want the %d checks admitted: a check during the sweep lost its cost", got, admitted)
+		}
+		if admitted != 2 {
+			t.Errorf("%d checks admitted, want 2", admitted)
+		}
+	})
+}
