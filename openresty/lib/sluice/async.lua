@@ -72,13 +72,51 @@ function _M.reset_worker(self)
   -- cost admitted on first sight in its window and the window's end (two
   -- numbers, no table), at most max_keys of them; and the records to send,
   -- flat arrays: state key, limit spec, slot, cost, time, window (s).
-  self.fs_used, self.fs_until, self.nfirst = {}, {}, 0
+  self.fs_used, self.fs_until, self.fs_at, self.nfirst = {}, {}, {}, 0
+  -- The identities in the order they were admitted on first sight
+  -- (fo_id[fo_head .. fo_tail], with the time): a full table forgets the
+  -- oldest whose records are all in the store (admitted before sent_at).
+  self.fo_id, self.fo_at, self.fo_head, self.fo_tail, self.sent_at = {}, {}, 1, 0, 0
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
 end
 
+-- FIRST_EVICT_TRIES bounds the entries a new first sight looks at to
+-- make room.
+local FIRST_EVICT_TRIES = 8
+
 -- FIRST_BYTES is the fixed cost counted per first-sight entry and record,
 -- beyond its strings.
-local FIRST_BYTES = 64
+local FIRST_BYTES = 160
+
+-- forget_first removes the first-sight entry of id.
+local function forget_first(self, id)
+  self.fs_used[id], self.fs_until[id], self.fs_at[id] = nil, nil, nil
+  self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
+end
+
+-- evict_first forgets the oldest first-sight entry whose records are all
+-- in the store, looking at EVICT_TRIES entries at most; it reports whether
+-- it did. Its key's next check is a new sighting: what the bound counts.
+local function evict_first(self)
+  for _ = 1, FIRST_EVICT_TRIES do
+    local k = self.fo_head
+    if k > self.fo_tail then
+      self.fo_id, self.fo_at, self.fo_head, self.fo_tail = {}, {}, 1, 0
+      return false
+    end
+    local id, at = self.fo_id[k], self.fo_at[k]
+    -- Only the latest admission of id counts; older ones are stale.
+    local latest = self.fs_at[id] == at
+    if latest and at >= self.sent_at then return false end -- a record not in the store yet
+    self.fo_id[k], self.fo_at[k], self.fo_head = nil, nil, k + 1
+    if latest then
+      forget_first(self, id)
+      self.stats.evicted = self.stats.evicted + 1
+      return true
+    end
+  end
+  return false
+end
 
 -- first decides c on first sight, for a one-hit check without a view: it
 -- is admitted here while the cost admitted on first sight on its identity
@@ -92,8 +130,7 @@ local function first(self, c, id, now)
   local used = self.fs_used[id]
   if used and self.fs_until[id] <= now then
     -- The window of the last sighting is over: a new sighting.
-    self.fs_used[id], self.fs_until[id] = nil, nil
-    self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
+    forget_first(self, id)
     used = nil
   end
   local budget = min(self.first_sight, l.rate)
@@ -101,16 +138,20 @@ local function first(self, c, id, now)
   local key, spec, slot = self.lim:record_key(c)
   local bytes = #key + FIRST_BYTES
   if not used then bytes = bytes + #id + FIRST_BYTES end
-  if self.nbytes + bytes > self.max_bytes or (not used and self.nfirst >= self.max_keys) then
-    self.stats.full = self.stats.full + 1
-    return nil
+  while self.nbytes + bytes > self.max_bytes or (not used and self.nfirst >= self.max_keys) do
+    if not evict_first(self) then
+      self.stats.full = self.stats.full + 1
+      return nil
+    end
   end
   if not used then
     self.fs_until[id], self.nfirst = now + l.window / 1e6, self.nfirst + 1
     self.nbytes = self.nbytes + #id + FIRST_BYTES
   end
   used = (used or 0) + c.cost
-  self.fs_used[id] = used
+  self.fs_used[id], self.fs_at[id] = used, now
+  local t = self.fo_tail + 1
+  self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
   local n = self.nrec + 1
   self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
       key, spec, slot, c.cost, now, l.window / 1e6
@@ -304,10 +345,18 @@ local function sweep(self, now)
   end
   for id, t in pairs(self.fs_until) do
     if t <= now then
-      self.fs_used[id], self.fs_until[id] = nil, nil
-      self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
+      forget_first(self, id)
     end
   end
+  local fo_id, fo_at, m = {}, {}, 0
+  for k = self.fo_head, self.fo_tail do
+    local id, at = self.fo_id[k], self.fo_at[k]
+    if self.fs_at[id] == at then
+      m = m + 1
+      fo_id[m], fo_at[m] = id, at
+    end
+  end
+  self.fo_id, self.fo_at, self.fo_head, self.fo_tail = fo_id, fo_at, 1, m
   local order, n = {}, 0
   for k = self.head, self.tail do
     local v = self.order[k]
@@ -382,8 +431,10 @@ end
 send_records = function(self)
   local n, rk, rspec, rslot, rcost, rat, rwin = self.nrec, self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
+  local start = ngx.now()
   local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n)
   local now = ngx.now()
+  if not err then self.sent_at = start end
   local st = self.stats
   for j = 1, n do
     local r, cost = out[j], rcost[j]
