@@ -539,11 +539,14 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
       for l = 1, nl do
         local sp, a = limits[l], #args
         args[a + 1], args[a + 2], args[a + 3], args[a + 4], args[a + 5] =
-            sp.code, itoa(sp.rate), itoa(sp.window), itoa(sp.bucket), sp.shadow and "1" or "0"
+            sp.code, sp.a_rate, sp.a_window, sp.a_bucket, sp.a_shadow
       end
       for k = from, to do
         local j, a = all[k], #args
-        args[a + 1], args[a + 2] = itoa(costs[j]), refs[specs[j]]
+        local cost = costs[j]
+        -- Costs are integers up to 1e9, which tostring prints exactly
+        -- (string.format is not compiled by LuaJIT).
+        args[a + 1], args[a + 2] = tostring(cost), refs[specs[j]]
       end
       local raw, err = self.client:eval(SCRIPTS.record, cks, args, s)
       if type(raw) ~= "table" or #raw ~= to - from + 2 then
