@@ -11,7 +11,9 @@
 -- (first seen, older than max_view_age, or the table full) goes to the
 -- store synchronously, through the breaker and the failure policy; with
 -- first_sight, a key without a view is admitted here up to first_sight
--- while its cost goes with the next flush (edge.Async's FirstSight). A
+-- while its cost goes with the next flush (edge.Async's FirstSight): for a
+-- check of one hit, as two numbers per identity and a flat record sent
+-- with record.lua (one integer of reply), no view. A
 -- full table evicts its oldest views that owe nothing and deny nothing. A
 -- flush that fails keeps the cost owed, but for what was admitted more
 -- than a window ago, which is dropped (stats.dropped).
