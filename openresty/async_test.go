@@ -277,3 +277,86 @@ func mustStatus(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestAsyncFirstSightRecords: a first sight's cost goes to Redis with
+// record.lua (one integer per record) and a table of first sights that is
+// full forgets only entries whose records are in Redis. One worker,
+// first_sight 1, async_max_keys 2, keys of 5 per hour: a new key's unit is
+// recorded; a key already full in Redis is admitted once on first sight,
+// counted unrecorded, and denied by the store on its next check; a third
+// key, once the first two are recorded, evicts one of them.
+func TestAsyncFirstSightRecords(t *testing.T) {
+	srv := redistest.Standalone(t)
+	stats := `
+        location = /stats {
+            content_by_lua_block {
+                local st = package.loaded.async_limiter.edge.async.stats
+                ngx.say(st.first_sight, " ", st.flushed, " ", st.unrecorded, " ", st.evicted)
+            }
+        }
+`
+	front := startNginx(t, 1, harnessConf(t, asyncConfOpts(srv.URL(), 1, "first_sight = 1, async_max_keys = 2,")+stats))
+	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	prefix := fmt.Sprintf("rec-%d-", time.Now().UnixNano())
+	limit := sluice.Limit{Rate: 5, Window: time.Hour}
+	check := func(key string, cost int64) sluice.Check {
+		return sluice.Check{Hits: []sluice.Hit{{Zone: "async", Key: prefix + key, Limit: limit}}, Cost: cost}
+	}
+	var d sluice.Decision
+	if err := s.Check(context.Background(), check("full", 5), &d); err != nil || !d.Allowed {
+		t.Fatalf("filling the full key: %v, allowed %v", err, d.Allowed)
+	}
+	url := func(key string) string { return front.url + "/async?limits=5r/h&key=" + prefix + key }
+	readStats := func() (first, flushed, unrecorded, evicted int) {
+		resp, err := newHTTPClient().Get(front.url + "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := fmt.Fscan(resp.Body, &first, &flushed, &unrecorded, &evicted); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	// until polls the worker's stats: its flush timer runs in nginx.
+	until := func(what string, ok func(first, flushed, unrecorded, evicted int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			f, fl, u, e := readStats()
+			if ok(f, fl, u, e) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: stats first_sight %d, flushed %d, unrecorded %d, evicted %d", what, f, fl, u, e)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, k := range []string{"new", "full"} {
+		if got := mustStatus(t, url(k)); got != http.StatusOK {
+			t.Fatalf("first sight of %s: %d, want 200", k, got)
+		}
+	}
+	until("the two records sent", func(f, fl, u, e int) bool { return f == 2 && fl == 1 && u == 1 })
+	for k, want := range map[string]float64{"new": 1, "full": 5} {
+		var d sluice.Decision
+		if err := s.Check(context.Background(), check(k, 0), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Hits[0].Used != want {
+			t.Errorf("key %s: Redis records %v, want %v", k, d.Hits[0].Used, want)
+		}
+	}
+	if got := mustStatus(t, url("full")); got != http.StatusTooManyRequests {
+		t.Errorf("the full key's second check: %d, want 429 (its first-sight budget spent, the store decides)", got)
+	}
+	if got := mustStatus(t, url("third")); got != http.StatusOK {
+		t.Fatalf("first sight of a third key: %d, want 200", got)
+	}
+	until("the third key's record", func(f, fl, u, e int) bool { return f == 3 && fl == 2 && e == 1 })
+}

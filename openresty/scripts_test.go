@@ -13,8 +13,8 @@ var update = flag.Bool("update", false, "rewrite lib/sluice/scripts.lua from red
 // scriptsLua is the generated module, relative to this package.
 const scriptsLua = "lib/sluice/scripts.lua"
 
-// algorithmFiles are concatenated, in this order, before decide.lua and
-// refund.lua, as redisstore's scripts.go does. Were the order to differ,
+// algorithmFiles are concatenated, in this order, before decide.lua,
+// refund.lua and record.lua, as redisstore's scripts.go does. Were the order to differ,
 // the scripts would still work but get other SHA-1 digests:
 // TestSameScriptsAsGo checks the digests on a live Redis.
 var algorithmFiles = []string{"common.lua", "window.lua", "buckets.lua", "log.lua", "decay.lua", "gcra.lua"}
@@ -52,7 +52,7 @@ func generate(t *testing.T) string {
 	for _, s := range []struct {
 		name string
 		algo bool
-	}{{"decide", true}, {"refund", true}, {"reset", false}} {
+	}{{"decide", true}, {"refund", true}, {"reset", false}, {"record", true}} {
 		src := scriptSource(t, s.name+".lua", s.algo)
 		eq := "="
 		for strings.Contains(src, "]"+eq+"]") {

@@ -488,6 +488,79 @@ function _M.check_batch(self, checks)
   return ds, errs
 end
 
+-- MAX_RECORD_BATCH is the most records one record.lua call takes
+-- (redisstore's MaxRecordBatch).
+_M.MAX_RECORD_BATCH = 512
+
+-- record_key returns the state key, limit spec and hash slot of the one
+-- hit of c, a check for record_batch.
+function _M.record_key(self, c)
+  local h = c.hits[1]
+  local key, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, h.limit)
+  return key, protocol.spec(h.limit, (c.shadow or h.limit.shadow) and true or false),
+      self.cluster and keys.slot(tag) or 0
+end
+
+-- record_batch adds costs[j] to the state keys[j] (limit specs[j], slot
+-- slots[j]) where it fits, as redisstore's RecordBatch does: record.lua,
+-- one call per hash slot and MAX_RECORD_BATCH records, on Redis's clock.
+-- It returns one outcome per record: 1 recorded, 0 did not fit, -1 the
+-- script failed on its key, false its call failed (err: the last error).
+function _M.record_batch(self, ks, specs, slots, costs, n)
+  local out, last_err = {}, nil
+  local by_slot, order = {}, {}
+  for j = 1, n do
+    local s = slots[j]
+    local b = by_slot[s]
+    if not b then
+      b = {}
+      by_slot[s] = b
+      order[#order + 1] = s
+    end
+    b[#b + 1] = j
+  end
+  for _, s in ipairs(order) do
+    local all = by_slot[s]
+    for from = 1, #all, _M.MAX_RECORD_BATCH do
+      local to = math.min(#all, from + _M.MAX_RECORD_BATCH - 1)
+      local limits, refs, nl, cks = {}, {}, 0, {}
+      local args = { "", self.padding, call_id(self), 0 }
+      for k = from, to do
+        local j = all[k]
+        local sp = specs[j]
+        local r = refs[sp]
+        if not r then
+          nl = nl + 1
+          r, limits[nl], refs[sp] = nl, sp, nl
+        end
+        cks[k - from + 1] = ks[j]
+      end
+      args[4] = nl
+      for l = 1, nl do
+        local sp, a = limits[l], #args
+        args[a + 1], args[a + 2], args[a + 3], args[a + 4], args[a + 5] =
+            sp.code, sp.a_rate, sp.a_window, sp.a_bucket, sp.a_shadow
+      end
+      for k = from, to do
+        local j, a = all[k], #args
+        local cost = costs[j]
+        -- Costs are integers up to 1e9, which tostring prints exactly
+        -- (string.format is not compiled by LuaJIT).
+        args[a + 1], args[a + 2] = tostring(cost), refs[specs[j]]
+      end
+      local raw, err = self.client:eval(SCRIPTS.record, cks, args, s)
+      if type(raw) ~= "table" or #raw ~= to - from + 2 then
+        last_err = err or "record.lua: unexpected reply"
+        raw = nil
+      end
+      for k = from, to do
+        out[all[k]] = raw and tonumber(raw[k - from + 2]) or false
+      end
+    end
+  end
+  return out, last_err
+end
+
 -- reset deletes the state of every hit of c (cost ignored), one call per
 -- hash slot. It returns true, or nil and an error.
 function _M.reset(self, c)

@@ -11,7 +11,9 @@
 -- (first seen, older than max_view_age, or the table full) goes to the
 -- store synchronously, through the breaker and the failure policy; with
 -- first_sight, a key without a view is admitted here up to first_sight
--- while its cost goes with the next flush (edge.Async's FirstSight). A
+-- while its cost goes with the next flush (edge.Async's FirstSight): for a
+-- check of one hit, as two numbers per identity and a flat record sent
+-- with record.lua (one integer of reply), no view. A
 -- full table evicts its oldest views that owe nothing and deny nothing. A
 -- flush that fails keeps the cost owed, but for what was admitted more
 -- than a window ago, which is dropped (stats.dropped).
@@ -68,6 +70,98 @@ function _M.reset_worker(self)
   self.timer = false
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0, full = 0,
     first_sight = 0, evicted = 0, dropped = 0 }
+  -- First sight of a one-hit check, without a view: per identity, the
+  -- cost admitted on first sight in its window and the window's end (two
+  -- numbers, no table), at most max_keys of them; and the records to send,
+  -- flat arrays: state key, limit spec, slot, cost, time, window (s).
+  self.fs_used, self.fs_until, self.fs_at, self.nfirst = {}, {}, {}, 0
+  -- The identities in the order they were admitted on first sight
+  -- (fo_id[fo_head .. fo_tail], with the time): a full table forgets the
+  -- oldest whose records are all in the store (admitted before sent_at).
+  self.fo_id, self.fo_at, self.fo_head, self.fo_tail, self.sent_at = {}, {}, 1, 0, 0
+  self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
+end
+
+-- FIRST_EVICT_TRIES bounds the entries a new first sight looks at to
+-- make room.
+local FIRST_EVICT_TRIES = 8
+
+-- FIRST_BYTES is the fixed cost counted per first-sight entry and record,
+-- beyond its strings.
+local FIRST_BYTES = 160
+
+-- forget_first removes the first-sight entry of id.
+local function forget_first(self, id)
+  self.fs_used[id], self.fs_until[id], self.fs_at[id] = nil, nil, nil
+  self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
+end
+
+-- evict_first forgets the oldest first-sight entry whose records are all
+-- in the store, looking at EVICT_TRIES entries at most; it reports whether
+-- it did. Its key's next check is a new sighting: what the bound counts.
+local function evict_first(self)
+  for _ = 1, FIRST_EVICT_TRIES do
+    local k = self.fo_head
+    if k > self.fo_tail then
+      self.fo_id, self.fo_at, self.fo_head, self.fo_tail = {}, {}, 1, 0
+      return false
+    end
+    local id, at = self.fo_id[k], self.fo_at[k]
+    -- Only the latest admission of id counts; older ones are stale.
+    local latest = self.fs_at[id] == at
+    if latest and at >= self.sent_at then return false end -- a record not in the store yet
+    self.fo_id[k], self.fo_at[k], self.fo_head = nil, nil, k + 1
+    if latest then
+      forget_first(self, id)
+      self.stats.evicted = self.stats.evicted + 1
+      return true
+    end
+  end
+  return false
+end
+
+-- first decides c on first sight, for a one-hit check without a view: it
+-- is admitted here while the cost admitted on first sight on its identity
+-- in this window stays within min(first_sight, rate), and becomes a record
+-- sent with the next round (record.lua, one integer of reply). It returns
+-- nil when c is not for first sight (the store decides).
+local function first(self, c, id, now)
+  local h = c.hits[1]
+  local l = h.limit
+  if c.cost > self.first_sight or c.cost > l.rate or c.shadow or l.shadow then return nil end
+  local used = self.fs_used[id]
+  if used and self.fs_until[id] <= now then
+    -- The window of the last sighting is over: a new sighting.
+    forget_first(self, id)
+    used = nil
+  end
+  local budget = min(self.first_sight, l.rate)
+  if (used or 0) + c.cost > budget or self.nrec >= self.max_keys then return nil end
+  local key, spec, slot = self.lim:record_key(c)
+  local bytes = #key + FIRST_BYTES
+  if not used then bytes = bytes + #id + FIRST_BYTES end
+  while self.nbytes + bytes > self.max_bytes or (not used and self.nfirst >= self.max_keys) do
+    if not evict_first(self) then
+      self.stats.full = self.stats.full + 1
+      return nil
+    end
+  end
+  if not used then
+    self.fs_until[id], self.nfirst = now + l.window / 1e6, self.nfirst + 1
+    self.nbytes = self.nbytes + #id + FIRST_BYTES
+  end
+  used = (used or 0) + c.cost
+  self.fs_used[id], self.fs_at[id] = used, now
+  local t = self.fo_tail + 1
+  self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
+  local n = self.nrec + 1
+  self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
+      key, spec, slot, c.cost, now, l.window / 1e6
+  self.nrec, self.nbytes = n, self.nbytes + #key + FIRST_BYTES
+  self.stats.first_sight = self.stats.first_sight + 1
+  return { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = { {
+    allowed = true, shadow = false, used = used, remaining = max(0, l.rate - used), retry_after = 0,
+    reset_after = l.window } } }
 end
 
 -- EVICT_TRIES bounds the views a new key looks at to make room.
@@ -152,7 +246,7 @@ local function set_view(v, d, now)
   end
 end
 
-local flush
+local flush, send_records
 
 local function ensure_timer(self)
   local pid = ngx.worker.pid()
@@ -207,7 +301,10 @@ function _M.decide(self, c, id)
   -- (and each limit's rate) while its cost goes to the store with the next
   -- round; what the store then denies is over-admission, counted
   -- unrecorded: at most first_sight per worker and sighting.
-  if not v and c.cost <= self.first_sight then
+  if not v and self.first_sight > 0 and #c.hits == 1 then
+    local d = first(self, c, id, now)
+    if d then return d end
+  elseif not v and c.cost <= self.first_sight then
     v = add(self, id, c)
     if v then
       v.blind, v.at, v.last, v.budget = true, now, now, self.first_sight
@@ -248,6 +345,20 @@ local function sweep(self, now)
       self.nkeys, self.nbytes = self.nkeys - 1, self.nbytes - v.bytes
     end
   end
+  for id, t in pairs(self.fs_until) do
+    if t <= now then
+      forget_first(self, id)
+    end
+  end
+  local fo_id, fo_at, m = {}, {}, 0
+  for k = self.fo_head, self.fo_tail do
+    local id, at = self.fo_id[k], self.fo_at[k]
+    if self.fs_at[id] == at then
+      m = m + 1
+      fo_id[m], fo_at[m] = id, at
+    end
+  end
+  self.fo_id, self.fo_at, self.fo_head, self.fo_tail = fo_id, fo_at, 1, m
   local order, n = {}, 0
   for k = self.head, self.tail do
     local v = self.order[k]
@@ -314,6 +425,41 @@ local function send(self, ids, costs)
   return again, again_costs
 end
 
+-- send_records sends the first-sight records with record.lua: one call per
+-- hash slot and up to 512 records, one integer per record. A record that
+-- did not fit was admitted over the limit: counted unrecorded. A record
+-- whose call failed is sent again next round, but for what was admitted
+-- more than its window ago, which no longer counts (dropped).
+send_records = function(self)
+  local n, rk, rspec, rslot, rcost, rat, rwin = self.nrec, self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin
+  self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
+  local start = ngx.now()
+  local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n)
+  local now = ngx.now()
+  if not err then self.sent_at = start end
+  local st = self.stats
+  for j = 1, n do
+    local r, cost = out[j], rcost[j]
+    self.nbytes = self.nbytes - #rk[j] - FIRST_BYTES
+    if r == 1 then
+      st.flushed = st.flushed + cost
+    elseif r == 0 or r == -1 then
+      st.unrecorded = st.unrecorded + cost
+    elseif now - rat[j] > rwin[j] then
+      st.dropped = st.dropped + cost
+    else
+      local m = self.nrec + 1
+      self.rk[m], self.rspec[m], self.rslot[m], self.rcost[m], self.rat[m], self.rwin[m] =
+          rk[j], rspec[j], rslot[j], cost, rat[j], rwin[j]
+      self.nrec, self.nbytes = m, self.nbytes + #rk[j] + FIRST_BYTES
+    end
+  end
+  if err then
+    st.failed = st.failed + 1
+    ngx.log(ngx.WARN, "sluice: async record flush failed: ", err)
+  end
+end
+
 -- flush is the worker's timer: it sends the queue.
 flush = function(premature, self)
   if self.pid ~= ngx.worker.pid() then return end
@@ -321,7 +467,7 @@ flush = function(premature, self)
   -- is still sending, and two rounds would share the keys' in-flight cost.
   if self.flushing then return end
   local queue = self.queue
-  if #queue == 0 then return end
+  if #queue == 0 and self.nrec == 0 then return end
   self.queue = {}
   self.flushing = true
   local ok, err = pcall(_M.round, self, queue)
@@ -346,6 +492,7 @@ function _M.round(self, queue)
     end
   end
   self.stats.flushes = self.stats.flushes + 1
+  if self.nrec > 0 then send_records(self) end
   local again, again_costs = send(self, ids, costs)
   if #again > 0 then send(self, again, again_costs) end
   local now = ngx.now()

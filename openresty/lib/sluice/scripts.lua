@@ -912,4 +912,454 @@ return {#KEYS}
 
 return {redis.call('DEL', unpack(KEYS))}
 ]=],
+  record = [=[
+-- common.lua: helpers shared by every algorithm. Not a script on its own:
+-- redisstore concatenates common.lua, the five algorithm files and one
+-- entry file (decide.lua, refund.lua) into each script it loads.
+--
+-- Units: times and durations are microseconds (µs) held in Lua numbers
+-- (doubles), exact up to 2^53 µs, about 285 years; costs and rates are
+-- integers up to sluice.MaxRate (1e9). Every integer computed here stays
+-- below 2^53, so it is exact. Numbers passed to redis.call are printed
+-- exactly by Redis ('%.17g'); numbers joined into strings with '..' are not
+-- (Lua prints '%.14g'), so no time is ever joined into a string.
+--
+-- Globals and library functions read on every check, as locals (a local is
+-- a register; a global is a table lookup).
+local KEYS, ARGV, call = KEYS, ARGV, redis.call
+local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
+local spack, sunpack = struct.pack, struct.unpack
+
+-- ID is decide.lua's call id (ARGV[3]): check j's log members end in
+-- ID .. '.' .. j.
+local ID = ARGV[3]
+
+-- Per-hit scratch: the algorithms keep a check's loaded state in the
+-- arrays below, indexed by the hit's position in its check, instead of a
+-- table per hit: W1..W5 hold what the record step needs, RING a buckets
+-- ring. The state as stored goes straight into the reply (the snapshot).
+
+local W1, W2, W3, W4, W5, RING = {}, {}, {}, {}, {}, {}
+
+-- The call's limits, by their index in ARGV (see decide.lua): code, rate,
+-- window µs, bucket µs, shadow, and derived values: for gcra W div Rate and
+-- W mod Rate, for buckets the number of buckets n = W/R and the struct
+-- format of its state.
+local LC, LR, LW, LB, LS, LQ, LM, LN, LF = {}, {}, {}, {}, {}, {}, {}, {}, {}
+
+-- fits mirrors algo.fits: used + cost <= rate, with the rounding slack
+-- 1e-9 + 1e-12·rate of the estimating algorithms.
+local function fits(used, cost, rate)
+  return used + cost <= rate + 1e-9 + 1e-12 * rate
+end
+
+-- floordiv is floor(a / b) for integers a and b > 0, corrected for the
+-- rounding of the double division.
+local function floordiv(a, b)
+  local q = floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+-- floormod is a mod n in [0, n).
+local function floormod(a, n)
+  return a - floordiv(a, n) * n
+end
+
+-- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
+-- at least 1, plus the padding.
+local function ttl_ms(reset, pad)
+  return max(1, ceil(reset / 1000) + pad)
+end
+
+-- window.lua: sliding-window (Cloudflare's two counters), algo.Window.
+-- State: a string of three doubles packed by struct ('<ddd': no text to
+-- parse or format): i = window index, c = cost in window i, p = cost in
+-- window i−1; window i covers [i·W, (i+1)·W) µs. Used = p·(W − e)/W + c, e
+-- the µs elapsed in the window of now. O(1): GET, then SET ... PX (or
+-- KEEPTTL) when recorded.
+-- Snapshot replied: i, c, p as stored (0 0 0 when missing).
+
+-- w_load reads the state, appends its snapshot to reply after reply[r],
+-- and returns whether cost fits at now and the new length. It keeps the
+-- state rolled forward to now (algo.Window.at: a clock behind the state's
+-- window reads as the start of that window) in W1..W4, and the stored
+-- index (false when missing) in W5.
+local function w_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local idx, cur, prev = 0, 0, 0
+  W5[i] = false
+  if v then
+    idx, cur, prev = sunpack('<ddd', v)
+    W5[i] = idx
+  end
+  reply[r + 1], reply[r + 2], reply[r + 3] = idx, cur, prev
+  local w = LW[l]
+  local wi = floordiv(now, w)
+  local e = now - wi * w
+  if wi < idx then wi, e = idx, 0
+  elseif wi == idx + 1 then prev, cur = cur, 0
+  elseif wi > idx + 1 then prev, cur = 0, 0 end
+  W1[i], W2[i], W3[i], W4[i] = wi, cur, prev, e
+  return fits(prev * (w - e) / w + cur, cost, LR[l]), r + 3
+end
+
+-- w_record adds cost to the rolled state and writes it. The usage is zero
+-- once window i+1 ends, at (i+2)·W µs: the key expires then (plus the
+-- padding). Written again in the same window, it keeps that expiry
+-- (KEEPTTL, half the cost of setting one). The TTL is relative, so that a
+-- clock given by the caller need not agree with the server's.
+local function w_record(i, key, l, now, cost, pad)
+  local v = spack('<ddd', W1[i], W2[i] + cost, W3[i])
+  if W1[i] == W5[i] then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl_ms((W1[i] + 2) * LW[l] - now, pad))
+  end
+end
+
+-- w_refund takes cost back from the window w_record used (the state's
+-- window when `at` was behind it) if it is still kept (algo.Window.Refund).
+local function w_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local idx, cur, prev = sunpack('<ddd', v)
+  local i = floordiv(at, LW[l])
+  if i == idx then cur = max(0, cur - cost)
+  elseif i == idx - 1 then prev = max(0, prev - cost)
+  else return end
+  call('SET', key, spack('<ddd', idx, cur, prev), 'KEEPTTL')
+end
+
+-- buckets.lua: the bucketed sliding window, algo.Buckets. n = W/R buckets
+-- of R µs; a ring of n+1 counters, bucket k in slot k mod (n+1).
+-- State: a string of n+2 doubles packed by struct: h = index of the newest
+-- bucket, then the ring's counters. Used = oldest bucket weighted by the
+-- part of it still inside (now − W, now] + the n newer buckets. O(n) per
+-- check (n <= sluice.MaxBuckets): GET, then SET ... PX (or KEEPTTL) when
+-- recorded.
+-- Snapshot replied: h (0 when missing), then the n+1 counters, slot 0
+-- first.
+
+-- b_count is bucket k's cost in ring under head (0 for buckets newer than
+-- head or too old to be kept, and for a missing state).
+local function b_count(ring, head, n, k)
+  if not head or k > head or k <= head - n - 1 then return 0 end
+  return ring[floormod(k, n + 1) + 1]
+end
+
+local function b_load(i, key, l, now, cost, reply, r)
+  local n, R = LN[l], LB[l]
+  local v = call('GET', key)
+  local head, ring = false, {}
+  if v then
+    ring = {sunpack(LF[l], v)} -- head, the n+1 counters, then struct's position
+    head = table.remove(ring, 1)
+    ring[n + 2] = nil
+  else
+    for j = 1, n + 1 do ring[j] = 0 end
+  end
+  reply[r + 1] = head or 0
+  for j = 1, n + 1 do reply[r + 1 + j] = ring[j] end
+  W2[i], RING[i] = head, ring
+  -- algo.Buckets.at: a clock behind the newest bucket reads as its start.
+  local b = floordiv(now, R)
+  local e = now - b * R
+  if head and b < head then b, e = head, 0 end
+  W1[i] = b
+  local sum = 0
+  for k = b - n + 1, b do sum = sum + b_count(ring, head, n, k) end
+  return fits(b_count(ring, head, n, b - n) * (R - e) / R + sum, cost, LR[l]), r + n + 2
+end
+
+-- b_record adds cost to bucket b (>= head), clearing the buckets it
+-- advances past, and writes the state with its TTL.
+local function b_record(i, key, l, now, cost, pad)
+  local n, R, b, head, ring = LN[l], LB[l], W1[i], W2[i], RING[i]
+  if head and b - head <= n then
+    for k = head + 1, b do ring[floormod(k, n + 1) + 1] = 0 end
+  else
+    for j = 1, n + 1 do ring[j] = 0 end
+  end
+  local slot = floormod(b, n + 1) + 1
+  ring[slot] = ring[slot] + cost
+  -- The usage is zero once bucket b has left the window, at (b+n+1)·R µs;
+  -- a key written in bucket b already expires then.
+  local v = spack(LF[l], b, unpack(ring))
+  if head == b then
+    call('SET', key, v, 'KEEPTTL')
+  else
+    call('SET', key, v, 'PX', ttl_ms((b + n + 1) * R - now, pad))
+  end
+end
+
+-- b_refund takes cost back from the bucket b_record used (the newest when
+-- `at` was behind it) if the ring still holds it (algo.Buckets.Refund).
+local function b_refund(key, l, at, cost)
+  local n = LN[l]
+  local v = call('GET', key)
+  if not v then return end
+  local ring = {sunpack(LF[l], v)}
+  local head = table.remove(ring, 1)
+  ring[n + 2] = nil
+  local k = floordiv(at, LB[l])
+  if k > head or k <= head - n - 1 then return end
+  local slot = floormod(k, n + 1) + 1
+  ring[slot] = max(0, ring[slot] - cost)
+  call('SET', key, spack(LF[l], head, unpack(ring)), 'KEEPTTL')
+end
+
+-- log.lua: the exact sliding log, algo.Log, in a sorted set whose cost per
+-- check does not grow with the events in the window.
+-- State: one sorted set. Each recorded event is one member "<cost>:<id>"
+-- scored by its time in µs (> 0); id is unique per check (the store's
+-- random prefix, a call counter and the check's place in the call), so two
+-- events never collide, even at the same µs. Two bookkeeping members with
+-- negative scores, below every event: "%n" scored −1 − (the sum of the
+-- costs in the set) and "%t" scored −1 − (the newest event's time).
+-- Used = sum − the costs of the events scored in [0, now − W], which are
+-- read (and, when recording, removed): each event is read there once or
+-- twice in its life, so the cost per check is O(log N) amortized, N the
+-- events in the set. A denied check also reads the oldest live events it
+-- needs to leave: O(log N + the excess over the limit), O(log N) for a
+-- unit check.
+-- Snapshot replied: used (the live cost before the check), retry_after µs
+-- (0 when it fits), the newest event's time µs (0 when none).
+
+-- l_cost is the cost of event member m.
+local function l_cost(m)
+  return tonumber(string.match(m, '^(%d+):'))
+end
+
+-- l_retry walks the live events oldest first: the cost fits once enough of
+-- them have left, event k leaving (now − W, now] when now reaches its time
+-- + W. Every event costs at least 1, so the oldest used + cost − rate
+-- events are always enough: one read of exactly those (one, for a unit
+-- check on a full log).
+local function l_retry(key, l, now, cost, used)
+  local need = used + cost - LR[l]
+  local ev = call('ZRANGEBYSCORE', key, string.format('(%d', now - LW[l]), '+inf', 'WITHSCORES', 'LIMIT', 0, need)
+  for j = 1, #ev, 2 do
+    used = used - l_cost(ev[j])
+    if used + cost <= LR[l] then return tonumber(ev[j + 1]) + LW[l] - now end
+  end
+  return 0
+end
+
+local function l_load(i, key, l, now, cost, reply, r)
+  local v = call('ZMSCORE', key, '%n', '%t')
+  local sum, newest = 0, 0
+  if v[1] then sum, newest = -1 - tonumber(v[1]), -1 - tonumber(v[2]) end
+  local old = call('ZRANGEBYSCORE', key, 0, now - LW[l])
+  for j = 1, #old do sum = sum - l_cost(old[j]) end
+  local ok = sum + cost <= LR[l]
+  local retry = 0
+  if not ok then retry = l_retry(key, l, now, cost, sum) end
+  reply[r + 1], reply[r + 2], reply[r + 3] = sum, retry, newest
+  W1[i], W2[i], W3[i] = sum, newest, #old
+  return ok, r + 3
+end
+
+-- l_record removes the events that left the window and adds one member at
+-- now, or at the newest event's time when the clock is behind it.
+local function l_record(i, key, l, now, cost, pad, j)
+  if W3[i] > 0 then call('ZREMRANGEBYSCORE', key, 0, now - LW[l]) end
+  local at = max(now, W2[i])
+  call('ZADD', key, at, cost .. ':' .. ID .. '.' .. j, -1 - (W1[i] + cost), '%n', -1 - at, '%t')
+  call('PEXPIRE', key, ttl_ms(at + LW[l] - now, pad))
+end
+
+-- l_refund removes the member the check with this id recorded, if still
+-- there, from the sum, and sets the newest time to the newest event left
+-- (algo.Log.Refund).
+local function l_refund(key, l, at, cost, id)
+  if call('ZREM', key, cost .. ':' .. id) == 0 then return end
+  local s = tonumber(call('ZSCORE', key, '%n')) or -1
+  local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = 0
+  if top[2] and tonumber(top[2]) > 0 then newest = tonumber(top[2]) end
+  call('ZADD', key, min(-1, s + cost), '%n', -1 - newest, '%t')
+end
+
+-- decay.lua: the exponentially decayed count (AR1), algo.Decay.
+-- State: a string of two doubles packed by struct ('<dd': the count is a
+-- double, kept bit for bit, never printed): s = the count at time t µs.
+-- S(now) = s·exp(−(now − t)/W); below 0.01 it counts as zero. O(1): GET,
+-- then SET ... PX when recorded.
+-- Snapshot replied: m, x, t, with s = m·2^(x−53) (math.frexp's mantissa
+-- as an integer below 2^53: the reply is integers only); 0 0 0 when missing.
+
+local DECAY_ZERO = 0.01
+
+local function d_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local s, t = 0, 0
+  if v then s, t = sunpack('<dd', v) end
+  local m, x = math.frexp(s)
+  reply[r + 1], reply[r + 2], reply[r + 3] = m * 9007199254740992, x, t
+  if now > t then s = s * math.exp(-(now - t) / LW[l]) end
+  if s < DECAY_ZERO then s = 0 end
+  W1[i], W2[i] = s, max(now, t)
+  return fits(s, cost, LR[l]), r + 3
+end
+
+local function d_record(i, key, l, now, cost, pad)
+  local s = W1[i] + cost
+  local reset = 0
+  if s > DECAY_ZERO then reset = ceil(LW[l] * math.log(s / DECAY_ZERO)) end
+  call('SET', key, spack('<dd', s, W2[i]), 'PX', ttl_ms(reset, pad))
+end
+
+-- d_refund subtracts the cost recorded at `at`, decayed to the state's
+-- time: the model is linear, so this undoes the record exactly.
+local function d_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local s, t = sunpack('<dd', v)
+  local back = cost
+  if t > at then back = cost * math.exp(-(t - at) / LW[l]) end
+  call('SET', key, spack('<dd', max(0, s - back), t), 'KEEPTTL')
+end
+
+-- gcra.lua: the generic cell rate algorithm, algo.GCRA. Emission interval
+-- T = W/Rate µs, burst Rate. The theoretical arrival time is kept exactly,
+-- as whole µs t plus f/Rate µs (0 <= f < Rate), so the decision compares
+-- integers.
+-- State: a string of two doubles packed by struct ('<dd'): t = TAT µs, f =
+-- the fraction. O(1): GET, then SET ... PX when recorded.
+-- Snapshot replied: t, f as stored (0 0 when missing).
+
+-- muldiv returns floor(a·b/m) and a·b mod m for integers 0 <= a <= m,
+-- 0 <= b < m, m < 2^31 (algo.MulDiv): directly when a·b < 2^53, else in
+-- two steps of 16 bits of a, every product below 2^48.
+local function muldiv(a, b, m)
+  local p = a * b
+  if p < 9007199254740992 then
+    local q = floordiv(p, m)
+    return q, p - q * m
+  end
+  local ah, al = floor(a / 65536), a % 65536
+  p = ah * b
+  local q1 = floordiv(p, m)
+  p = (p - q1 * m) * 65536 + al * b
+  local q2 = floordiv(p, m)
+  return q1 * 65536 + q2, p - q2 * m
+end
+
+-- g_advance returns (q, r) + cost·W/Rate µs (algo's advance).
+local function g_advance(l, q, r, cost)
+  local rate = LR[l]
+  local dq, dr = muldiv(cost, LM[l], rate)
+  q, r = q + cost * LQ[l] + dq, r + dr
+  if r >= rate then q, r = q + 1, r - rate end
+  return q, r
+end
+
+local function g_load(i, key, l, now, cost, reply, r)
+  local v = call('GET', key)
+  local tat, frac = 0, 0
+  if v then tat, frac = sunpack('<dd', v) end
+  reply[r + 1], reply[r + 2] = tat, frac
+  local q, f = now, 0
+  if tat >= now then q, f = tat, min(frac, LR[l] - 1) end
+  q, f = g_advance(l, q, f, cost)
+  W1[i], W2[i] = q, f
+  local e = now + LW[l]
+  return q < e or (q == e and f == 0), r + 2
+end
+
+local function g_record(i, key, l, now, cost, pad)
+  local q, r = W1[i], W2[i]
+  local wait = q - now
+  if r > 0 then wait = wait + 1 end
+  call('SET', key, spack('<dd', q, r), 'PX', ttl_ms(wait, pad))
+end
+
+-- g_refund moves TAT back by cost·T exactly; evaluations take max(TAT,
+-- now), so a TAT moved into the past changes nothing.
+local function g_refund(key, l, at, cost)
+  local v = call('GET', key)
+  if not v then return end
+  local q, r = sunpack('<dd', v)
+  local rate = LR[l]
+  local dq, dr = muldiv(cost, LM[l], rate)
+  q, r = q - cost * LQ[l] - dq, min(r, rate - 1) - dr
+  if r < 0 then q, r = q - 1, r + rate end
+  call('SET', key, spack('<dd', q, r), 'KEEPTTL')
+end
+
+-- record.lua: adds cost to states without deciding a check: cost already
+-- admitted elsewhere (an edge.Async's first sight) and sent later, many
+-- keys in one call. Each record is one key, recorded where its cost fits
+-- at now, as a check of that cost alone would be, and left untouched where
+-- it does not: the store never holds more than its limit.
+--
+-- KEYS: one state key per record (one hash slot in a Cluster).
+-- ARGV[1..4+5L]: as decide.lua's: now in µs ("" reads the server's TIME),
+--   TTL padding in ms, the call's id, L limits of five values each.
+-- Then per record: cost (integer > 0) and its limit number (1-based).
+--
+-- Reply: a flat array of integers: now (µs), then per record 1 (recorded),
+-- 0 (did not fit: nothing written) or -1 (failed on its key, say a key of
+-- the wrong type: it fails alone and writes nothing). A shadow limit
+-- records whether it fits or not, as a check's shadow hit does.
+--
+-- It replies no snapshot and decides nothing else, so a record costs Redis
+-- the algorithm's own commands and one integer of reply: for a sliding
+-- window not stored yet, one SET ... NX.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local LOAD = {w = w_load, b = b_load, l = l_load, d = d_load, g = g_load}
+local RECORD = {w = w_record, b = b_record, l = l_record, d = d_record, g = g_record}
+
+local now = tonumber(ARGV[1])
+if not now then
+  local t = call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local pad = tonumber(ARGV[2])
+local nl = tonumber(ARGV[4])
+for l = 1, nl do
+  local a = 4 + (l - 1) * 5
+  local code = ARGV[a + 1]
+  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
+  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
+  LN[l] = 0
+  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
+  if code == 'b' then
+    local n = LW[l] / LB[l]
+    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
+  end
+end
+
+-- record_one records the cost of record j, whose key is KEYS[j] and whose
+-- limit is l, if it fits; it returns 1 or 0.
+local scratch = {}
+local function record_one(j, l, cost)
+  local code = LC[l]
+  if code == 'w' and cost <= LR[l] then
+    -- A sliding window not stored yet (most first-sight keys): its state
+    -- after the record, written only if the key is missing, one command
+    -- instead of GET and SET; the same state and TTL as w_record writes.
+    local wi = floordiv(now, LW[l])
+    if call('SET', KEYS[j], spack('<ddd', wi, cost, 0), 'NX', 'PX', ttl_ms((wi + 2) * LW[l] - now, pad)) then
+      return 1
+    end
+  end
+  local f = LOAD[code](1, KEYS[j], l, now, cost, scratch, 0)
+  if not f and not LS[l] then return 0 end
+  RECORD[code](1, KEYS[j], l, now, cost, pad, j)
+  return 1
+end
+
+local reply = {now}
+local a = 5 + 5 * nl
+for j = 1, #KEYS do
+  local ok, res = pcall(record_one, j, tonumber(ARGV[a + 1]), tonumber(ARGV[a]))
+  reply[j + 1] = ok and res or -1
+  a = a + 2
+end
+return reply
+]=],
 }
