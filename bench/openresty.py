@@ -210,12 +210,14 @@ def main():
         wait_port(rport)
         serves = []
         for name, port, mode in (("sync", api_port, "sync"), ("async", api_async_port, "async")):
+            # The async zone gets the module's first_sight too: like for like.
+            extra = f", first_sight: {args.first_sight}" if mode == "async" and args.first_sight else ""
             with open(os.path.join(d, name + ".yaml"), "w") as f:
                 f.write(f"""store: {{url: "redis://127.0.0.1:{rport}"}}
 log: {{level: warn}}
 listeners: [{{addr: "127.0.0.1:{port}", serve: api}}]
 zones:
-  - {{name: bench, limits: "100r/m", key: "query:token", mode: {mode}}}
+  - {{name: bench, limits: "100r/m", key: "query:token", mode: {mode}{extra}}}
 """)
             serves.append(spawn([os.path.join(d, "sluice"), "serve", "-config", os.path.join(d, name + ".yaml")]))
         for p in (api_port, api_async_port):
