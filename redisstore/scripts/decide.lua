@@ -49,18 +49,10 @@ local LEN = {} -- per limit: 1 (fits) + its snapshot's length
 local now = tonumber(ARGV[1]) or server_now()
 local pad = tonumber(ARGV[2])
 local nl = tonumber(ARGV[4])
+local bad = load_limits(nl, LOAD)
+if bad then return bad end
 for l = 1, nl do
-  local a = 4 + (l - 1) * 5
-  local code = ARGV[a + 1]
-  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
-  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
-  LN[l] = 0
-  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
-  if code == 'b' then
-    local n = LW[l] / LB[l]
-    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
-  end
-  LEN[l] = 1 + SNAP[code] + LN[l] + (code == 'b' and 1 or 0)
+  LEN[l] = 1 + SNAP[LC[l]] + LN[l] + (LC[l] == 'b' and 1 or 0)
 end
 
 local HL, HF = {}, {}

@@ -30,18 +30,8 @@ if not now then
 end
 local pad = tonumber(ARGV[2])
 local nl = tonumber(ARGV[4])
-for l = 1, nl do
-  local a = 4 + (l - 1) * 5
-  local code = ARGV[a + 1]
-  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
-  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
-  LN[l] = 0
-  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
-  if code == 'b' then
-    local n = LW[l] / LB[l]
-    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
-  end
-end
+local bad = load_limits(nl, LOAD)
+if bad then return bad end
 
 -- record_one records the cost of record j, whose key is KEYS[j] and whose
 -- limit is l, if it fits; it returns 1 or 0.

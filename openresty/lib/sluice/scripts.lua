@@ -57,6 +57,25 @@ local function floormod(a, n)
   return a - floordiv(a, n) * n
 end
 
+-- load_limits reads the call's nl limits from ARGV, five values each after
+-- ARGV[4] (code, rate, window µs, bucket µs, shadow), into LC..LF with
+-- their derived values; known maps the algorithm codes the entry script
+-- runs. It returns an error reply for an unknown code, else nil.
+local function load_limits(nl, known)
+  for l = 1, nl do
+    local a = 4 + (l - 1) * 5
+    local code = ARGV[a + 1]
+    if not known[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
+    LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
+    LN[l] = 0
+    if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
+    if code == 'b' then
+      local n = LW[l] / LB[l]
+      LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
+    end
+  end
+end
+
 -- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
 -- at least 1, plus the padding.
 local function ttl_ms(reset, pad)
@@ -430,18 +449,10 @@ local LEN = {} -- per limit: 1 (fits) + its snapshot's length
 local now = tonumber(ARGV[1]) or server_now()
 local pad = tonumber(ARGV[2])
 local nl = tonumber(ARGV[4])
+local bad = load_limits(nl, LOAD)
+if bad then return bad end
 for l = 1, nl do
-  local a = 4 + (l - 1) * 5
-  local code = ARGV[a + 1]
-  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
-  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
-  LN[l] = 0
-  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
-  if code == 'b' then
-    local n = LW[l] / LB[l]
-    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
-  end
-  LEN[l] = 1 + SNAP[code] + LN[l] + (code == 'b' and 1 or 0)
+  LEN[l] = 1 + SNAP[LC[l]] + LN[l] + (LC[l] == 'b' and 1 or 0)
 end
 
 local HL, HF = {}, {}
@@ -541,6 +552,25 @@ end
 -- floormod is a mod n in [0, n).
 local function floormod(a, n)
   return a - floordiv(a, n) * n
+end
+
+-- load_limits reads the call's nl limits from ARGV, five values each after
+-- ARGV[4] (code, rate, window µs, bucket µs, shadow), into LC..LF with
+-- their derived values; known maps the algorithm codes the entry script
+-- runs. It returns an error reply for an unknown code, else nil.
+local function load_limits(nl, known)
+  for l = 1, nl do
+    local a = 4 + (l - 1) * 5
+    local code = ARGV[a + 1]
+    if not known[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
+    LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
+    LN[l] = 0
+    if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
+    if code == 'b' then
+      local n = LW[l] / LB[l]
+      LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
+    end
+  end
 end
 
 -- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
@@ -966,6 +996,25 @@ local function floormod(a, n)
   return a - floordiv(a, n) * n
 end
 
+-- load_limits reads the call's nl limits from ARGV, five values each after
+-- ARGV[4] (code, rate, window µs, bucket µs, shadow), into LC..LF with
+-- their derived values; known maps the algorithm codes the entry script
+-- runs. It returns an error reply for an unknown code, else nil.
+local function load_limits(nl, known)
+  for l = 1, nl do
+    local a = 4 + (l - 1) * 5
+    local code = ARGV[a + 1]
+    if not known[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
+    LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
+    LN[l] = 0
+    if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
+    if code == 'b' then
+      local n = LW[l] / LB[l]
+      LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
+    end
+  end
+end
+
 -- ttl_ms is the TTL of a key whose usage is zero after reset µs: whole ms,
 -- at least 1, plus the padding.
 local function ttl_ms(reset, pad)
@@ -1320,18 +1369,8 @@ if not now then
 end
 local pad = tonumber(ARGV[2])
 local nl = tonumber(ARGV[4])
-for l = 1, nl do
-  local a = 4 + (l - 1) * 5
-  local code = ARGV[a + 1]
-  if not LOAD[code] then return redis.error_reply('ERR sluice: unknown algorithm ' .. code) end
-  LC[l], LR[l], LW[l], LB[l], LS[l] = code, tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5] == '1'
-  LN[l] = 0
-  if code == 'g' then LQ[l], LM[l] = floordiv(LW[l], LR[l]), floormod(LW[l], LR[l]) end
-  if code == 'b' then
-    local n = LW[l] / LB[l]
-    LN[l], LF[l] = n, '<' .. string.rep('d', n + 2)
-  end
-end
+local bad = load_limits(nl, LOAD)
+if bad then return bad end
 
 -- record_one records the cost of record j, whose key is KEYS[j] and whose
 -- limit is l, if it fits; it returns 1 or 0.
