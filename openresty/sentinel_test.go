@@ -54,12 +54,26 @@ func switchover(t *testing.T, s *redistest.Sentinel) *redistest.Server {
 	if n, err := old.Do("WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
 		t.Fatalf("WAIT on the master: %d replicas acknowledged (%v)", n, err)
 	}
-	if err := s.Sentinels[0].Do("SENTINEL", "FAILOVER", redistest.MasterName).Error(); err != nil {
-		t.Fatalf("SENTINEL FAILOVER: %v", err)
-	}
 	deadline := time.After(60 * time.Second)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	// The Sentinel learns of the replica from the master's INFO, which it
+	// reads every 10 s: until then it answers NOGOODSLAVE. Ask again
+	// until it knows one, within the deadline.
+	for {
+		err := s.Sentinels[0].Do("SENTINEL", "FAILOVER", redistest.MasterName).Error()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "NOGOODSLAVE") {
+			t.Fatalf("SENTINEL FAILOVER: %v", err)
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("SENTINEL FAILOVER for 60 s: %v", err)
+		case <-tick.C:
+		}
+	}
 	for {
 		if s.CurrentMaster() == next && role(next) == "master" && role(old) == "slave" {
 			return next
