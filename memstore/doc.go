@@ -13,11 +13,8 @@
 // internal/algo.Decide and records only if the whole check is allowed. A
 // check is therefore atomic with respect to every other check and reset,
 // and there is no global lock: checks on different shards never wait for
-// each other. Each shard's lock is a sync.RWMutex: a single-hit check
-// that records nothing (a peek, or a denial while the shard's last check
-// was denied) finds and evaluates its state under the lock held shared,
-// so checks on keys far over their limit do not queue; a cost that fits
-// goes to the exclusive path, which decides afresh.
+// each other. Each shard's lock is a sync.Mutex, alone with the fields a
+// check touches on one cache line of its own.
 //
 // # Lookups and allocation
 //

@@ -3,7 +3,6 @@ package memstore
 import (
 	"math"
 	"sync"
-	"sync/atomic"
 )
 
 // Sweeping, eviction and the table's size.
@@ -27,24 +26,23 @@ const (
 // apart by the entries' identities; deletion shifts the following entries
 // back, so the table has no tombstones.
 type shard struct {
-	// mu is held exclusively by every check that may change a state, and
-	// shared by the read path of checks that change nothing (see
-	// Store.readOne): finding an entry and Eval write nothing.
-	mu sync.RWMutex
-	// denying is 1 while the shard's last decided check was denied, so the
-	// next check tries the read path first: on a key far over its limit,
-	// checks then share the lock. A hint only: read and written atomically,
-	// with or without mu.
-	denying atomic.Uint32
-	// ops counts checks since the last sweep: under the exclusive lock
-	// with plain operations (tick), under the shared lock with atomic adds
-	// (readOne), which the lock orders after and before the plain ones.
-	ops    uint32
+	// Every field a check reads or writes lies in the first 56 bytes, and
+	// the padding makes a shard 128 bytes. A slice of them starts at a
+	// multiple of 128 bytes (Go's allocator places power-of-two sizes
+	// there), or 8 bytes past one when the allocator puts its 8-byte
+	// header before the slice (larger objects with pointers): either way
+	// those 56 bytes lie in one 64-byte cache line of their own
+	// (TestShardLayout). A check on another core then moves one line of
+	// the header, not two, and never a neighbour's. The lock is a plain
+	// mutex: two atomic operations per check where a sync.RWMutex's
+	// exclusive lock takes four (see "Speed" in docs/memstore.md).
+	mu     sync.Mutex
+	ops    uint32 // checks since the last sweep (tick)
+	cursor uint32 // where the next sweep starts
 	slots  []slot // a power of two of them
 	n      int    // entries
 	max    int    // entries the shard may hold
-	cursor uint32 // where the next sweep starts
-	_      [64]byte
+	_      [128 - 56]byte
 }
 
 // slot is one place of a shard's table; e is nil when it is empty.

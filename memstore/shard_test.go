@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/ident"
 )
@@ -119,6 +120,28 @@ func TestTableModel(t *testing.T) {
 			if n := len(sh.slots); sh.n*growDen > n*growNum {
 				t.Fatalf("step %d: %d entries in %d slots", step, sh.n, n)
 			}
+		}
+	}
+}
+
+// TestShardLayout holds the shard header to what its comment promises:
+// 128 bytes, the fields a check touches in the first 56, and the shards of
+// a store starting at a multiple of 128 bytes or 8 bytes past one, for
+// every shard count, so those fields lie in one 64-byte cache line. It
+// guards speed, not correctness: a check on another core moves one cache
+// line of the header, never a neighbour's.
+func TestShardLayout(t *testing.T) {
+	var sh shard
+	if got := unsafe.Sizeof(sh); got != 128 {
+		t.Errorf("shard is %d bytes, want 128", got)
+	}
+	if end := unsafe.Offsetof(sh.max) + unsafe.Sizeof(sh.max); end > 56 {
+		t.Errorf("shard's fields end at byte %d, want <= 56", end)
+	}
+	for _, n := range []int{1, 2, 8, 32, 64, 256, 1024} {
+		s := newStore(t, Options{MaxKeys: 1 << 20, Shards: n})
+		if p := uintptr(unsafe.Pointer(&s.shards[0])); p%128 > 8 {
+			t.Errorf("%d shards start at %#x, %d bytes past a 128-byte boundary, want 0 or 8", n, p, p%128)
 		}
 	}
 }

@@ -58,7 +58,6 @@ type Store struct {
 	mask      uint64
 	evictions atomic.Uint64
 	expired   atomic.Uint64
-	slowOnly  bool // tests: every check takes the exclusive path
 }
 
 var _ sluice.Limiter = (*Store)(nil)
@@ -214,12 +213,6 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	shadow := c.Shadow || l.Shadow
 	now := s.micros()
 	var o algo.Outcome
-	if (c.Cost == 0 || !shadow && sh.denying.Load() != 0) && !s.slowOnly {
-		if sh.readOne(hash, &k, p, now, c.Cost, &o) {
-			fillOne(d, shadow, p.Rate, &o)
-			return
-		}
-	}
 	sh.mu.Lock()
 	s.tick(sh, now)
 	e := sh.find(hash, &k)
@@ -230,55 +223,9 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
-	} else if !allowed && sh.denying.Load() == 0 {
-		sh.denying.Store(1)
 	}
 	sh.mu.Unlock()
 	fillOne(d, shadow, p.Rate, &o)
-}
-
-// readOne is the read path of a single-hit check that records nothing: a
-// peek (cost 0), or a check that its state denies (and is not shadow, which
-// records even when denied). Under the shard's shared lock it finds the
-// state and evaluates it, which writes nothing, so checks on a key far over
-// its limit run side by side. It reports false, having changed nothing,
-// when the check must take the exclusive path: no state yet, a cost that
-// fits and so must be recorded, or the shard's turn to sweep (every
-// sweepEvery checks, read or exclusive, as in tick). The outcome is the exclusive path's
-// (decideOne's) for the same check at the same instant: for a denied or
-// zero-cost hit, decideOne returns its state's Eval, which the fused Check
-// methods equal (TestReadPathIsExclusivePath).
-func (sh *shard) readOne(hash uint64, k *stateKey, p algo.Params, now, cost int64, o *algo.Outcome) bool {
-	sh.mu.RLock()
-	e := sh.find(hash, k)
-	if atomic.AddUint32(&sh.ops, 1) >= sweepEvery || e == nil {
-		// No state, or the shard's turn to sweep, which tick does under
-		// the exclusive lock.
-		sh.mu.RUnlock()
-		return false
-	}
-	var r algo.Result
-	switch e.algorithm {
-	case codeWindow:
-		r = e.windowState().Eval(p, now, cost)
-	case codeGCRA:
-		r = e.gcraState().Eval(p, now, cost)
-	case codeBuckets:
-		r = e.bucketsState().Eval(p, now, cost)
-	case codeLog:
-		r = e.logState().Eval(p, now, cost)
-	case codeDecay:
-		r = e.decayState().Eval(p, now, cost)
-	default:
-		r = e.state().Eval(p, now, cost)
-	}
-	sh.mu.RUnlock()
-	if r.Allowed && cost > 0 {
-		sh.denying.Store(0) // a cost that fits: the next check may well fit too
-		return false
-	}
-	*o = algo.Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
-	return true
 }
 
 // bucketMicros is a buckets limit's bucket length in µs.
