@@ -58,7 +58,10 @@
 // the expired ones, going on 8 states at a time (up to 64 states, and 256
 // slots) while every state it met had expired, as after a flood of
 // one-off keys. Each sweep starts where the shard's previous one stopped,
-// so sweeps visit the whole table in turn. A table less than 1/8 full is
+// so sweeps visit the whole table in turn. While sweeps find nothing
+// expired (every state live, as in a busy store), each sweep comes twice as
+// many checks after the last, up to every 1,024th check; the first sweep
+// that drops a state brings the shard back to every 64th. A table less than 1/8 full is
 // rebuilt half full, so it gives back the memory of a flood that has
 // expired. Expired states not yet swept are harmless (the algorithms read
 // them as empty) and count toward the bound. A store that receives no checks at all frees

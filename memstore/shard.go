@@ -7,7 +7,8 @@ import (
 
 // Sweeping, eviction and the table's size.
 const (
-	sweepEvery  = 64 // checks on a shard between two sweeps
+	sweepEvery  = 64 // checks on a shard between two sweeps...
+	maxIdle     = 4  // ...doubled after each sweep that dropped nothing, up to 64<<4 = 1024
 	sweepScan   = 8  // states a sweep examines...
 	sweepMax    = 64 // ...and at most this many while all have expired
 	sweepSlots  = 4 * sweepMax
@@ -41,8 +42,9 @@ type shard struct {
 	cursor uint32 // where the next sweep starts
 	slots  []slot // a power of two of them
 	n      int    // entries
-	max    int    // entries the shard may hold
-	_      [128 - 56]byte
+	max    int32  // entries the shard may hold
+	idle   uint8  // sweeps in a row that dropped nothing, up to maxIdle
+	_      [128 - 53]byte
 }
 
 // slot is one place of a shard's table; e is nil when it is empty.
@@ -51,9 +53,12 @@ type slot struct {
 	e    *entry
 }
 
+// init sets up an empty table holding at most max entries, or
+// math.MaxInt32 if max is larger (a shard would need hundreds of GB to
+// reach that).
 func (sh *shard) init(max int) {
 	sh.slots = make([]slot, minSlots)
-	sh.max = max
+	sh.max = int32(min(max, math.MaxInt32))
 }
 
 // find returns the entry of k, or nil. sh.mu must be held.
@@ -104,7 +109,8 @@ func (sh *shard) removeAt(i uint64) {
 	}
 }
 
-// sweep runs every sweepEvery checks on the shard (see Store.tick):
+// sweep runs every sweepEvery checks on the shard, or up to 16 times as
+// seldom while sweeps find nothing expired (see Store.tick):
 // from where the last sweep stopped it examines sweepScan states, and
 // goes on by sweepScan more, up to sweepMax, while every state it met had
 // expired (as after a flood of one-off keys), never visiting more than
@@ -166,7 +172,7 @@ func (sh *shard) resize(n int) {
 // full. It reports whether a live state was evicted and how many expired
 // ones were dropped. sh.mu must be held.
 func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired int) {
-	if sh.n >= sh.max {
+	if sh.n >= int(sh.max) {
 		evicted, expired = sh.makeRoom(h, now)
 	}
 	if (sh.n+1)*growDen > len(sh.slots)*growNum {

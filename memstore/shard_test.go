@@ -135,7 +135,7 @@ func TestShardLayout(t *testing.T) {
 	if got := unsafe.Sizeof(sh); got != 128 {
 		t.Errorf("shard is %d bytes, want 128", got)
 	}
-	if end := unsafe.Offsetof(sh.max) + unsafe.Sizeof(sh.max); end > 56 {
+	if end := unsafe.Offsetof(sh.idle) + unsafe.Sizeof(sh.idle); end > 56 {
 		t.Errorf("shard's fields end at byte %d, want <= 56", end)
 	}
 	for _, n := range []int{1, 2, 8, 32, 64, 256, 1024} {

@@ -291,9 +291,13 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 }
 
 // tick counts one check on a locked shard and lets it sweep every
-// sweepEvery checks; see shard.sweep.
+// sweepEvery checks, or up to 16 times as seldom while its sweeps find
+// nothing expired: a shard whose states are all live (the common case of a
+// busy store) spends a sixteenth of the cache misses on sweeping, and a
+// shard whose states expire is swept every 64 checks again once a sweep
+// meets one. See shard.sweep.
 func (s *Store) tick(sh *shard, now int64) {
-	if sh.ops++; sh.ops >= sweepEvery {
+	if sh.ops++; sh.ops >= sweepEvery<<sh.idle {
 		s.sweep(sh, now)
 	}
 }
@@ -302,6 +306,9 @@ func (s *Store) sweep(sh *shard, now int64) {
 	sh.ops = 0
 	if n := sh.sweep(now); n > 0 {
 		s.expired.Add(uint64(n))
+		sh.idle = 0
+	} else if sh.idle < maxIdle {
+		sh.idle++
 	}
 }
 

@@ -196,6 +196,43 @@ func TestIdleStateExpires(t *testing.T) {
 	}
 }
 
+// TestSweepBacksOff: while sweeps find nothing expired, a shard sweeps
+// ever more seldom, down to once every 1,024 checks; the first sweep that
+// meets expired states brings it back to every 64 checks, and the idle
+// states then go as fast as before the back-off.
+func TestSweepBacksOff(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, Options{Shards: 1, Now: func() time.Time { return now }})
+	lim := sluice.Limit{Rate: 1_000_000, Window: time.Second}
+	var d sluice.Decision
+	check := func(key string) {
+		c := sluice.Check{Hits: []sluice.Hit{{Key: key, Limit: lim}}, Cost: 1}
+		if err := s.Check(context.Background(), c, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5000 {
+		check(fmt.Sprintf("live-%d", i))
+	}
+	sh := &s.shards[0]
+	if sh.idle != maxIdle {
+		t.Fatalf("after 5,000 checks on live states, idle = %d, want %d", sh.idle, maxIdle)
+	}
+	now = now.Add(2 * time.Second) // every state is now past its deadline
+	for range sweepEvery << maxIdle {
+		check("busy")
+	}
+	if st := s.Stats(); st.Expired == 0 || sh.idle != 0 {
+		t.Fatalf("after 1,024 checks past the deadline: %d expired, idle = %d; want some expired, idle 0", st.Expired, sh.idle)
+	}
+	for i := 0; s.Stats().Keys > 100; i++ {
+		if i > 10_000 { // as in TestIdleStateExpires
+			t.Fatalf("after %d more checks, %d idle states remain", i, s.Stats().Keys)
+		}
+		check("busy")
+	}
+}
+
 // TestMemoryPerKey measures the heap held per stored state, for the figures
 // in the package doc.
 func TestMemoryPerKey(t *testing.T) {
