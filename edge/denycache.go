@@ -253,10 +253,11 @@ func (dc *DenyCache) yield() {
 }
 
 // yieldEvery: while a store call is under way, one hit in yieldEvery
-// yields. Every hit cost 1.5-2x the CPU per decision in some rounds
-// (runtime.Gosched takes the scheduler's lock), and 1 in 8 kept the
-// reply's goroutines within 18 ms of being readied (a runtime trace of
-// BenchmarkHotKeys/denycache, against 0.99 s without yielding).
+// yields. Yielding on every hit cost up to 1.7x the CPU per decision
+// (runtime.Gosched takes the scheduler's lock), 1 in 8 1.07-1.12x, and
+// both kept the reply's goroutines within tens of ms of being readied (a
+// runtime trace of BenchmarkHotKeys/denycache, against 0.25-1 s without
+// yielding).
 const yieldEvery = 8
 
 // join returns the channel closed when the check of fp being asked of the
