@@ -246,6 +246,9 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	if full {
 		a.overflow.Add(1)
 	}
+	if asked != nil {
+		runtime.Gosched() // let the callers woken run (see DenyCache.leave)
+	}
 	return err
 }
 

@@ -277,12 +277,16 @@ func (dc *DenyCache) join(fp fingerprint) (done chan struct{}, asker bool) {
 	return done, true
 }
 
-// leave ends the asking of fp, waking those waiting for it.
+// leave ends the asking of fp, waking those waiting for it, and lets them
+// run: the caller goes back to its own work (often more hits, which yield
+// only while a store call is under way), and the callers it woke would
+// otherwise wait for it to be preempted.
 func (dc *DenyCache) leave(fp fingerprint, done chan struct{}) {
 	dc.amu.Lock()
 	delete(dc.asking, fp)
 	dc.amu.Unlock()
 	close(done)
+	runtime.Gosched()
 }
 
 // clock returns the time since the cache's base, in nanoseconds. Without
