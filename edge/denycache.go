@@ -69,7 +69,9 @@ type DenyCacheStats struct {
 // denies a check the limiter would allow. It is safe for concurrent use and
 // starts no goroutine. A cache hit takes no lock and allocates nothing.
 // When a denial expires, one caller per check asks the limiter again and
-// the others wait for its answer. Make one with NewDenyCache: the zero
+// the others wait for its answer; while a call is under way, hits now and
+// then yield their processor (runtime.Gosched), so that callers checking
+// in a loop do not keep the call's reply from running. Make one with NewDenyCache: the zero
 // value has no limiter, and its Check and Reset return an error wrapping
 // sluice.ErrInvalid.
 type DenyCache struct {
@@ -253,11 +255,11 @@ func (dc *DenyCache) yield() {
 }
 
 // yieldEvery: while a store call is under way, one hit in yieldEvery
-// yields. Yielding on every hit cost up to 1.7x the CPU per decision
-// (runtime.Gosched takes the scheduler's lock), 1 in 8 1.07-1.12x, and
-// both kept the reply's goroutines within tens of ms of being readied (a
-// runtime trace of BenchmarkHotKeys/denycache, against 0.25-1 s without
-// yielding).
+// yields. Yielding on every hit cost up to 1.9x the CPU per decision of
+// no yield (runtime.Gosched takes the scheduler's lock), 1 in 8 a median
+// 1.12x, and both kept the reply's goroutines within tens of ms of being
+// readied (runtime traces of BenchmarkHotKeys/denycache, against 0.4-1 s
+// without yielding; docs/failure.md).
 const yieldEvery = 8
 
 // join returns the channel closed when the check of fp being asked of the
