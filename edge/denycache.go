@@ -71,9 +71,9 @@ type DenyCacheStats struct {
 // When a denial expires, one caller per check asks the limiter again and
 // the others wait for its answer; while a call is under way, hits now and
 // then yield their processor (runtime.Gosched), so that callers checking
-// in a loop do not keep the call's reply from running. Make one with NewDenyCache: the zero
-// value has no limiter, and its Check and Reset return an error wrapping
-// sluice.ErrInvalid.
+// in a loop do not keep the call's reply from running. Make one with
+// NewDenyCache: the zero value has no limiter, and its Check and Reset
+// return an error wrapping sluice.ErrInvalid.
 type DenyCache struct {
 	next   sluice.Limiter
 	maxAge time.Duration
@@ -243,8 +243,8 @@ func (dc *DenyCache) repeat(e *denial, now int64, d *sluice.Decision) bool {
 // network poller, then the caller that asked) queue behind all of them.
 // With 64 such callers on 2 processors they waited up to 0.7-1 s to run,
 // past the store's 50 ms timeout, so the one caller asking about an
-// expired denial failed (issue 15; docs/failure.md, "When a denial
-// expires"). While a call is under way, one hit in yieldEvery gives up its
+// expired denial failed (issue 15; docs/failure.md, "Callers that spin
+// on hits"). While a call is under way, one hit in yieldEvery gives up its
 // processor, so a readied goroutine waits for a few hits of each spinning
 // caller, not for their time slices; when no call is under way a hit
 // costs one atomic load more.
