@@ -14,7 +14,8 @@
 # alone, behind a deny cache, behind an Async limiter; xlimit is what each
 # admitted over limit x time), HotKeysAdmission (the three at the same time,
 # each on its own hot keys: what each layer admitted over the store's,
-# xstore, and each one's errors), Spread (100,000 keys under their limits: the
+# xstore, each one's errors, and what the store admitted after the first
+# caller ended, left out), Spread (100,000 keys under their limits: the
 # Redis store, and behind an Async limiter), FirstSight (keys each checked
 # about once: the store, Async, Async with FirstSight 1), DenyCacheHitCPU
 # (the CPU of a deny cache hit beside the callers' loop alone). Every
@@ -70,4 +71,9 @@ for name, runs in rows.items():
               + " ".join(str(int(r['store-errors'])) for r in runs) + ", deny cache "
               + " ".join(str(int(r['denycache-errors'])) for r in runs) + ", async "
               + " ".join(str(int(r['async-errors'])) for r in runs))
+        if all("store-tail-allowed" in r and r.get("store-allowed") for r in runs):
+            print(f"{name}: left out, what the store admitted after the first caller ended: "
+                  + rng([100 * r['store-tail-allowed'] / r['store-allowed'] for r in runs], lambda x: f"{x:.1f}%")
+                  + f" of its admissions, over {rng([r['tail-ms'] for r in runs], lambda x: f'{x:.0f} ms')}; "
+                  + "async's cost the store refused: " + " ".join(str(int(r.get('async-unrecorded', 0))) for r in runs))
 PY

@@ -197,6 +197,7 @@ type Async struct {
 	// unlocked and its shard locked: a check arriving just then.
 	sweepHook func(s *slot)
 
+	asking                           atomic.Int64 // checkSync calls under way (see yield)
 	local, sync, overflow, firstSeen atomic.Uint64
 	pending                          atomic.Int64
 	flushes, flushCalls, flushErrs   atomic.Uint64

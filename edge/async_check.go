@@ -3,6 +3,8 @@ package edge
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -135,6 +137,7 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 		if v == decided {
 			unlock(slots, order)
 			a.local.Add(1)
+			a.yield()
 			return nil
 		}
 		var wait <-chan struct{}
@@ -183,6 +186,17 @@ func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64, waited bool) 
 	return nil
 }
 
+// yield lets other goroutines run after some local decisions while a
+// check is being asked of the store, as a deny cache hit does (see
+// DenyCache.yield): callers deciding locally in a loop would otherwise
+// keep the asking caller and its reply from running past the store's
+// timeout.
+func (a *Async) yield() {
+	if a.asking.Load() > 0 && rand.N(yieldEvery) == 0 {
+		runtime.Gosched()
+	}
+}
+
 func lock(slots []*slot, order []uint8) {
 	for _, i := range order {
 		slots[i].mu.Lock()
@@ -199,7 +213,9 @@ func unlock(slots []*slot, order []uint8) {
 // keys. asked are c's slots, marked as being asked by this caller, or nil.
 func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot) error {
 	a.sync.Add(1)
+	a.asking.Add(1)
 	err := a.next.Check(ctx, c, d)
+	a.asking.Add(-1)
 	// A degraded decision says nothing of the shared usage.
 	ok := err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits)
 	full := false
@@ -229,6 +245,9 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	}
 	if full {
 		a.overflow.Add(1)
+	}
+	if asked != nil {
+		runtime.Gosched() // let the callers woken run (see DenyCache.leave)
 	}
 	return err
 }

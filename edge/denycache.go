@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,9 +69,11 @@ type DenyCacheStats struct {
 // denies a check the limiter would allow. It is safe for concurrent use and
 // starts no goroutine. A cache hit takes no lock and allocates nothing.
 // When a denial expires, one caller per check asks the limiter again and
-// the others wait for its answer. Make one with NewDenyCache: the zero
-// value has no limiter, and its Check and Reset return an error wrapping
-// sluice.ErrInvalid.
+// the others wait for its answer; while a call is under way, hits now and
+// then yield their processor (runtime.Gosched), so that callers checking
+// in a loop do not keep the call's reply from running. Make one with
+// NewDenyCache: the zero value has no limiter, and its Check and Reset
+// return an error wrapping sluice.ErrInvalid.
 type DenyCache struct {
 	next   sluice.Limiter
 	maxAge time.Duration
@@ -96,6 +100,10 @@ type DenyCache struct {
 	// by the callers under way.
 	amu    sync.Mutex
 	asking map[fingerprint]chan struct{}
+
+	// calls counts the store calls under way; while there is one, a hit
+	// yields its processor (see yield).
+	calls atomic.Int64
 
 	hits, stored, evicted, unstored atomic.Uint64
 	entries                         atomic.Int64
@@ -165,6 +173,7 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		fp = fingerprintOf(&dc.secret, &c, &keys)
 		e := dc.lookup(fp)
 		if dc.repeat(e, now, d) {
+			dc.yield()
 			return nil
 		}
 		// The check's denial has expired: one caller asks the limiter
@@ -189,7 +198,10 @@ func (dc *DenyCache) Check(ctx context.Context, c sluice.Check, d *sluice.Decisi
 		}
 	}
 	gen := dc.gen.Load()
-	if err := dc.next.Check(ctx, c, d); err != nil {
+	dc.calls.Add(1)
+	err := dc.next.Check(ctx, c, d)
+	dc.calls.Add(-1)
+	if err != nil {
 		return err
 	}
 	if !cacheable || d.Allowed || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
@@ -223,6 +235,33 @@ func (dc *DenyCache) repeat(e *denial, now int64, d *sluice.Decision) bool {
 	return true
 }
 
+// yield lets other goroutines run after some hits while a store call of
+// the cache is under way. A hit takes no lock and does no I/O, so callers
+// that check in a loop (a load generator, a batch job) keep their
+// processor until the runtime preempts them, every 10 ms; the goroutines
+// that carry a store call's reply (the client's reader, readied by the
+// network poller, then the caller that asked) queue behind all of them.
+// With 64 such callers on 2 processors they waited up to 0.7-1 s to run,
+// past the store's 50 ms timeout, so the one caller asking about an
+// expired denial failed (issue 15; docs/failure.md, "Callers that spin
+// on hits"). While a call is under way, one hit in yieldEvery gives up its
+// processor, so a readied goroutine waits for a few hits of each spinning
+// caller, not for their time slices; when no call is under way a hit
+// costs one atomic load more.
+func (dc *DenyCache) yield() {
+	if dc.calls.Load() > 0 && rand.N(yieldEvery) == 0 {
+		runtime.Gosched()
+	}
+}
+
+// yieldEvery: while a store call is under way, one hit in yieldEvery
+// yields. Yielding on every hit cost up to 1.9x the CPU per decision of
+// no yield (runtime.Gosched takes the scheduler's lock), 1 in 8 a median
+// 1.12x, and both kept the reply's goroutines within tens of ms of being
+// readied (runtime traces of BenchmarkHotKeys/denycache, against 0.4-1 s
+// without yielding; docs/failure.md).
+const yieldEvery = 8
+
 // join returns the channel closed when the check of fp being asked of the
 // limiter is answered, and whether the caller is the one to ask (it then
 // calls leave).
@@ -240,12 +279,16 @@ func (dc *DenyCache) join(fp fingerprint) (done chan struct{}, asker bool) {
 	return done, true
 }
 
-// leave ends the asking of fp, waking those waiting for it.
+// leave ends the asking of fp, waking those waiting for it, and lets them
+// run: the caller goes back to its own work (often more hits, which yield
+// only while a store call is under way), and the callers it woke would
+// otherwise wait for it to be preempted.
 func (dc *DenyCache) leave(fp fingerprint, done chan struct{}) {
 	dc.amu.Lock()
 	delete(dc.asking, fp)
 	dc.amu.Unlock()
 	close(done)
+	runtime.Gosched()
 }
 
 // clock returns the time since the cache's base, in nanoseconds. Without

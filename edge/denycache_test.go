@@ -505,3 +505,67 @@ func TestDenyCacheZeroValue(t *testing.T) {
 		t.Errorf("Check on the zero Async = %v, want ErrInvalid", err)
 	}
 }
+
+// held is a limiter whose checks of one key wait, once started, until
+// released: a store call under way for as long as the test wants.
+type held struct {
+	next     sluice.Limiter
+	key      string
+	started  chan struct{}
+	released chan struct{}
+}
+
+func (h *held) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
+	if c.Hits[0].Key == h.key {
+		close(h.started)
+		<-h.released
+	}
+	return h.next.Check(ctx, c, d)
+}
+
+func (h *held) Reset(ctx context.Context, c sluice.Check) error { return h.next.Reset(ctx, c) }
+
+// TestDenyCacheHitsYieldDuringStoreCall: while a store call of the cache
+// is under way, a caller looping on cache hits gives up its processor now
+// and then, so a goroutine waiting to run (in a real store, the one that
+// carries the call's reply) runs after a few hits, not after the runtime
+// preempts the looping caller (every 10 ms, thousands of hits: issue 15's
+// deadline errors). On one processor, the goroutine started before the
+// loop can run only when the loop yields. Not in a synctest bubble: what
+// is tested is the runtime's own scheduling.
+func TestDenyCacheHitsYieldDuringStoreCall(t *testing.T) {
+	h := &held{next: newMemstore(t, nil), key: "asked", started: make(chan struct{}), released: make(chan struct{})}
+	dc := newDenyCache(t, h, edge.DenyCacheOptions{})
+	denied := check(1, hit("denied", "1r/h", sluice.Log))
+	mustCheck(t, dc, denied)
+	if mustCheck(t, dc, denied).Allowed {
+		t.Fatal("the second check of 1r/h was allowed")
+	}
+	asked := make(chan error, 1)
+	go func() {
+		var d sluice.Decision
+		asked <- dc.Check(context.Background(), check(1, hit("asked", "1r/h", sluice.Log)), &d)
+	}()
+	<-h.started // a store call of the cache is under way
+
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var ran atomicInt
+	go func() { ran.Store(1) }()
+	hits := 0
+	var d sluice.Decision
+	for ran.Load() == 0 {
+		if err := dc.Check(context.Background(), denied, &d); err != nil || d.Allowed || d.Source != sluice.FromDenyCache {
+			t.Fatalf("hit %d: %v, allowed %v, source %v; want a denial from the cache", hits, err, d.Allowed, d.Source)
+		}
+		hits++
+	}
+	close(h.released)
+	if err := <-asked; err != nil {
+		t.Fatal(err)
+	}
+	// One hit in 8 yields: 1,000 hits without one has a chance of 1e-58.
+	if hits > 1000 {
+		t.Errorf("the waiting goroutine ran after %d hits; want a few", hits)
+	}
+	t.Logf("the waiting goroutine ran after %d hits", hits)
+}

@@ -26,7 +26,9 @@
 //     until its RetryAfter has passed, without asking the store. Usage only
 //     grows between a denial and its RetryAfter, so it never denies what
 //     the store would allow. When a denial expires, one caller per check
-//     at a time asks again; the others wait for its answer.
+//     at a time asks again; the others wait for its answer. While one
+//     asks, hits now and then yield their processor, so that callers
+//     checking in a loop do not starve the reply past its timeout.
 //   - An [Async] limiter decides from a view of each key's state (the
 //     store's last answer, less the cost admitted here and not yet sent)
 //     and sends pending cost every SyncInterval. A key whose budget is
