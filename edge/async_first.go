@@ -101,6 +101,9 @@ type firstTable struct {
 // entries, 0.02% at a quarter.
 const firstSlack = 2
 
+// pageEntries is the entries of the first-sight table per 4 KiB page.
+const pageEntries = 4096 / int(firstEntryBytes)
+
 // newFirstTable returns a table of at least firstSlack × keys entries
 // (rounded up to whole sets of ways per shard, a power of two) holding at
 // most keys records waiting.
@@ -112,6 +115,11 @@ func newFirstTable(keys int64) *firstTable {
 	}
 	for i := range t.shards {
 		t.shards[i].entries = make([]firstEntry, sets*ways)
+		// Touched now, a page at a time: the table is resident from the
+		// start, and a check never pays for faulting in its page.
+		for j := 0; j < len(t.shards[i].entries); j += pageEntries {
+			t.shards[i].entries[j].until = 0
+		}
 		t.shards[i].mask = sets - 1
 		t.shards[i].gen = 1
 	}
