@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -37,7 +38,7 @@ type firstEntry struct {
 	until int64 // ns since base; the entry is free once until <= now
 	used  int64
 	gen   int64 // the shard's generation at the last admission
-	rec   int32 // while gen is the shard's: its record's index in recs
+	rec   int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
 }
 
 // A firstRecord is a first-sight admission waiting to be sent.
@@ -108,7 +109,7 @@ const pageEntries = 4096 / int(firstEntryBytes)
 // (rounded up to whole sets of ways per shard, a power of two) holding at
 // most keys records waiting.
 func newFirstTable(keys int64) *firstTable {
-	t := &firstTable{maxRecs: keys}
+	t := &firstTable{maxRecs: min(keys, math.MaxInt32)} // an entry's rec is an int32
 	sets := uint64(1)
 	for int64(sets*ways*asyncShards) < firstSlack*keys {
 		sets <<= 1
@@ -146,28 +147,14 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	}
 	sh := &t.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
-	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
-	var e, free *firstEntry
-	for i := range set {
-		x := &set[i]
-		if x.until <= now {
-			if free == nil {
-				free = x
-			}
-			continue
-		}
-		if x.fp == fp {
-			e = x
-			break
-		}
-	}
+	e, free := sh.find(fp, now)
 	if e != nil && e.used+c.Cost > budget {
-		if e.gen == sh.gen && sh.recs[e.rec].cost > 0 {
+		if r := sh.waiting(e); r != nil {
 			// Its record waits for the next round: this check takes it
 			// and sends it with itself, rather than waiting for a round.
-			owed = sh.recs[e.rec]
-			sh.recs[e.rec].cost = 0 // taken: takeFirst skips it
-			e.gen = 0               // sent, as far as later checks go
+			owed = *r
+			r.cost = 0 // taken: takeFirst skips it
+			e.gen = 0  // sent, as far as later checks go
 			sh.mu.Unlock()
 			return false, nil, owed
 		}
@@ -180,10 +167,10 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	}
 	hit := *h
 	hit.Limit.Name = ""
-	if e != nil && e.gen == sh.gen && sh.recs[e.rec].cost > 0 && sh.recs[e.rec].hit == hit && sh.recs[e.rec].group == c.Group {
+	if r := sh.waiting(e); r != nil && r.hit == hit && r.group == c.Group {
 		// A second admission before the round: one record, of both.
 		e.used += c.Cost
-		sh.recs[e.rec].cost += c.Cost
+		r.cost += c.Cost
 		used := e.used
 		sh.mu.Unlock()
 		a.admittedFirst(c.Cost, used, budget, d)
@@ -213,6 +200,34 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	t.held.Add(1)
 	a.admittedFirst(c.Cost, used, budget, d)
 	return true, nil, owed
+}
+
+// find returns the entry of fp in its set, in its window at now, or nil;
+// and the set's first free entry, or nil. The shard is locked.
+func (sh *firstShard) find(fp fingerprint, now int64) (e, free *firstEntry) {
+	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
+	for i := range set {
+		x := &set[i]
+		if x.until <= now {
+			if free == nil {
+				free = x
+			}
+			continue
+		}
+		if x.fp == fp {
+			return x, free
+		}
+	}
+	return nil, free
+}
+
+// waiting returns e's record if it waits for the next round (not taken by
+// a round or a check), else nil. The shard is locked.
+func (sh *firstShard) waiting(e *firstEntry) *firstRecord {
+	if e == nil || e.gen != sh.gen || sh.recs[e.rec].cost <= 0 {
+		return nil
+	}
+	return &sh.recs[e.rec]
 }
 
 // admittedFirst counts an admission on first sight of cost and writes
