@@ -79,7 +79,7 @@ type AsyncOptions struct {
 	// view of: up to FirstSight (and the limit's Rate) per key, process and
 	// window of the key's first admission, recorded in the store with the
 	// next round (in batches when the store is a BatchRecorder, as the
-	// Redis store is). A key seen once then costs a 40-byte entry of a
+	// Redis store is). A key seen once then costs a 48-byte entry of a
 	// table of 2 × MaxKeys entries (allocated when FirstSight > 0) and a
 	// record until the next round, no slot.
 	// What the store refuses, because the key was already full, is

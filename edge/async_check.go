@@ -56,9 +56,12 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
 	for waited := false; ; waited = true {
 		now := a.mono()
-		ok, wait := a.admitFirst(c, fp, now, d)
+		ok, wait, owed := a.admitFirst(c, fp, now, d)
 		if ok {
 			return nil
+		}
+		if owed.cost > 0 {
+			return a.checkWithRecord(ctx, c, owed, now, d)
 		}
 		if wait == nil || waited {
 			// After one round the cost was sent, or failed to be: the

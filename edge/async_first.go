@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -37,6 +38,7 @@ type firstEntry struct {
 	until int64 // ns since base; the entry is free once until <= now
 	used  int64
 	gen   int64 // the shard's generation at the last admission
+	rec   int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
 }
 
 // A firstRecord is a first-sight admission waiting to be sent.
@@ -100,17 +102,25 @@ type firstTable struct {
 // entries, 0.02% at a quarter.
 const firstSlack = 2
 
+// pageEntries is the entries of the first-sight table per 4 KiB page.
+const pageEntries = 4096 / int(firstEntryBytes)
+
 // newFirstTable returns a table of at least firstSlack × keys entries
 // (rounded up to whole sets of ways per shard, a power of two) holding at
 // most keys records waiting.
 func newFirstTable(keys int64) *firstTable {
-	t := &firstTable{maxRecs: keys}
+	t := &firstTable{maxRecs: min(keys, math.MaxInt32)} // an entry's rec is an int32
 	sets := uint64(1)
 	for int64(sets*ways*asyncShards) < firstSlack*keys {
 		sets <<= 1
 	}
 	for i := range t.shards {
 		t.shards[i].entries = make([]firstEntry, sets*ways)
+		// Touched now, a page at a time: the table is resident from the
+		// start, and a check never pays for faulting in its page.
+		for j := 0; j < len(t.shards[i].entries); j += pageEntries {
+			t.shards[i].entries[j].until = 0
+		}
 		t.shards[i].mask = sets - 1
 		t.shards[i].gen = 1
 	}
@@ -123,20 +133,79 @@ func newFirstTable(keys int64) *firstTable {
 // in this window stays within min(FirstSight, Rate). Otherwise it writes
 // nothing and c goes to the store: at once (wait nil) when c is not for
 // first sight (a shadow check, a cost of 0 or past the budget, the table's
-// set or its records full), or, when the key's first-sight budget is spent
-// and some of it is not sent yet, once wait is closed: the store, not
-// knowing that cost, would admit it again.
-func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}) {
+// set or its records full); when the key's first-sight budget is spent
+// and its record is still waiting for a round, with that record (owed,
+// taken out of the round: the caller sends it with c, see
+// checkWithRecord); or, when its record is in a round under way, once
+// wait is closed: the store, not knowing that cost, would admit it again.
+func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}, owed firstRecord) {
 	h := &c.Hits[0]
 	budget := min(a.firstSight, h.Limit.Rate)
 	t := a.first
 	if c.Cost <= 0 || c.Cost > budget || c.Shadow || h.Limit.Shadow {
-		return false, nil
+		return false, nil, owed
 	}
 	sh := &t.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
+	e, free := sh.find(fp, now)
+	if e != nil && e.used+c.Cost > budget {
+		if r := sh.waiting(e); r != nil {
+			// Its record waits for the next round: this check takes it
+			// and sends it with itself, rather than waiting for a round.
+			owed = *r
+			r.cost = 0 // taken: takeFirst skips it
+			e.gen = 0  // sent, as far as later checks go
+			sh.mu.Unlock()
+			return false, nil, owed
+		}
+		unsent := e.gen > sh.done
+		sh.mu.Unlock()
+		if unsent {
+			return false, t.nextRound(a), owed
+		}
+		return false, nil, owed
+	}
+	hit := *h
+	hit.Limit.Name = ""
+	if r := sh.waiting(e); r != nil && r.hit == hit && r.group == c.Group {
+		// A second admission before the round: one record, of both.
+		e.used += c.Cost
+		r.cost += c.Cost
+		used := e.used
+		sh.mu.Unlock()
+		a.admittedFirst(c.Cost, used, budget, d)
+		return true, nil, owed
+	}
+	if t.held.Load() >= t.maxRecs {
+		sh.mu.Unlock()
+		a.kickRound()
+		return false, nil, owed
+	}
+	if e == nil {
+		if free == nil {
+			// Every entry of the set is in its window: forgetting one
+			// would let its key be admitted on first sight again.
+			sh.mu.Unlock()
+			return false, nil, owed
+		}
+		e = free
+		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
+	}
+	e.used += c.Cost
+	e.gen = sh.gen
+	e.rec = int32(len(sh.recs))
+	used := e.used
+	sh.recs = append(sh.recs, firstRecord{hit: hit, group: c.Group, cost: c.Cost, at: now})
+	sh.mu.Unlock()
+	t.held.Add(1)
+	a.admittedFirst(c.Cost, used, budget, d)
+	return true, nil, owed
+}
+
+// find returns the entry of fp in its set, in its window at now, or nil;
+// and the set's first free entry, or nil. The shard is locked.
+func (sh *firstShard) find(fp fingerprint, now int64) (e, free *firstEntry) {
 	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
-	var e, free *firstEntry
 	for i := range set {
 		x := &set[i]
 		if x.until <= now {
@@ -146,48 +215,68 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 			continue
 		}
 		if x.fp == fp {
-			e = x
-			break
+			return x, free
 		}
 	}
-	if e != nil && e.used+c.Cost > budget {
-		unsent := e.gen > sh.done
-		sh.mu.Unlock()
-		if unsent {
-			return false, t.nextRound(a)
-		}
-		return false, nil
+	return nil, free
+}
+
+// waiting returns e's record if it waits for the next round (not taken by
+// a round or a check), else nil. The shard is locked.
+func (sh *firstShard) waiting(e *firstEntry) *firstRecord {
+	if e == nil || e.gen != sh.gen || sh.recs[e.rec].cost <= 0 {
+		return nil
 	}
-	if t.held.Load() >= t.maxRecs {
-		sh.mu.Unlock()
-		a.kickRound()
-		return false, nil
-	}
-	if e == nil {
-		if free == nil {
-			// Every entry of the set is in its window: forgetting one
-			// would let its key be admitted on first sight again.
-			sh.mu.Unlock()
-			return false, nil
-		}
-		e = free
-		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
-	}
-	e.used += c.Cost
-	e.gen = sh.gen
-	used := e.used
-	hit := *h
-	hit.Limit.Name = ""
-	sh.recs = append(sh.recs, firstRecord{hit: hit, group: c.Group, cost: c.Cost, at: now})
-	sh.mu.Unlock()
-	t.held.Add(1)
-	a.pending.Add(c.Cost)
+	return &sh.recs[e.rec]
+}
+
+// admittedFirst counts an admission on first sight of cost and writes
+// its decision: used of budget.
+func (a *Async) admittedFirst(cost, used, budget int64, d *sluice.Decision) {
+	a.pending.Add(cost)
 	a.firstSeen.Add(1)
 	a.local.Add(1)
 	d.Prepare(1)
 	d.Hits[0] = sluice.HitResult{Allowed: true, Used: float64(used), Remaining: budget - used}
 	d.Conclude(sluice.FromLocalView)
-	return true, nil
+}
+
+// checkWithRecord decides c, the check of a key whose first-sight budget
+// is spent, by the store, with r, the key's record taken out of the
+// round: one check of both costs when they are of the same key and limit
+// (allowed: both are recorded, one call); otherwise, or when the store
+// denies both, r is recorded alone first (what fits) and c asked after
+// it, so that the store decides c knowing r, as after a round. A call that
+// fails leaves r for the next round.
+func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRecord, now int64, d *sluice.Decision) error {
+	hit := c.Hits[0]
+	hit.Limit.Name = ""
+	if hit == r.hit && c.Group == r.group && !c.Shadow {
+		both := *c
+		both.Cost += r.cost
+		err := a.checkSync(ctx, both, d, now, nil)
+		if err == nil && d.Source == sluice.FromStore && d.Allowed {
+			a.pending.Add(-r.cost)
+			a.first.held.Add(-1)
+			return nil
+		}
+		if err != nil || d.Source != sluice.FromStore {
+			// Recorded or not, as a call that timed out may be: sent
+			// again, which can only over-count.
+			a.retryFirst(r)
+			return err
+		}
+	}
+	var buf flushBuf
+	a.sendFirst([]firstRecord{r}, &buf)
+	return a.checkSync(ctx, *c, d, now, nil)
+}
+
+// retryFirst keeps r, taken from the round and not sent, for the next.
+func (a *Async) retryFirst(r firstRecord) {
+	a.first.retryMu.Lock()
+	a.first.retry = append(a.first.retry, r)
+	a.first.retryMu.Unlock()
 }
 
 // nextRound returns a channel closed when the next round that sends
@@ -248,7 +337,11 @@ func (a *Async) takeFirst(now int64) []firstRecord {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		out = append(out, sh.recs...)
+		for _, r := range sh.recs {
+			if r.cost > 0 { // else taken by a check (checkWithRecord)
+				out = append(out, r)
+			}
+		}
 		clear(sh.recs)
 		sh.recs = sh.recs[:0]
 		t.taken[i] = sh.gen

@@ -508,3 +508,45 @@ func atomicAdd(p *int64) {
 	*p++
 	atomicMu.Unlock()
 }
+
+// TestAsyncFirstSightRecordRidesTheNextCheck: a key's check past its
+// first-sight budget does not wait for a round to send the key's record:
+// it takes the record and sends it with itself, one store call of both
+// costs, so the store decides knowing it; where both do not fit, the
+// record is sent alone first (what fits) and the check after it.
+func TestAsyncFirstSightRecordRidesTheNextCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{FirstSight: 1, SyncInterval: time.Hour})
+		c := check(1, hit("new", "10r/h", sluice.SlidingWindow))
+		if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Fatalf("first check: %+v, want allowed locally", d)
+		}
+		calls := f.calls.Load()
+		d := mustCheck(t, a, c)
+		if !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Used != 2 {
+			t.Errorf("second check: %+v, want allowed by the store with both costs used (2)", d)
+		}
+		if n := f.calls.Load() - calls; n != 1 {
+			t.Errorf("second check made %d store calls, want 1 (the record with the check)", n)
+		}
+
+		// A key another process filled but for one: the record fits, the
+		// check after it does not.
+		full := check(1, hit("full", "2r/h", sluice.SlidingWindow))
+		mustCheck(t, f.next, full)
+		mustCheck(t, a, full) // first sight: the store's last unit
+		if d := mustCheck(t, a, full); d.Allowed {
+			t.Errorf("check past the limit: %+v, want denied", d)
+		}
+		if d := mustCheck(t, f.next, check(0, full.Hits...)); d.Hits[0].Used != 2 {
+			t.Errorf("the store holds %v, want 2: the record, then nothing", d.Hits[0].Used)
+		}
+		if err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Stats(); s.Unrecorded != 0 || s.Dropped != 0 || s.FirstSight != 2 {
+			t.Errorf("stats %+v, want 2 first-sight admissions, none unrecorded or dropped", s)
+		}
+	})
+}

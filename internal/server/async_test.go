@@ -178,8 +178,8 @@ zones:
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, cfg("mode: async, sync_interval: 1m, first_sight: 2"))
 	async := start(t, loadConfig(t, path), Options{ConfigPath: path, WatchInterval: -1})
-	// Two first-sight admissions, then a check that asks the store once
-	// they are sent (with the round it asks for).
+	// Two first-sight admissions, then a check that asks the store with
+	// their record.
 	for i, want := range []string{"local-view", "local-view", "store"} {
 		resp, raw := post(t, async.api+"/v1/check", `{"zone":"a","key":"k"}`)
 		if d := decodeDecision(t, raw); resp.StatusCode != http.StatusOK || d.Source != want {
@@ -195,10 +195,12 @@ zones:
 	if got := metricValue(t, async.api, series); got != 2 {
 		t.Errorf("%s = %v, want 2", series, got)
 	}
-	// The records went in a batch call, not as checks.
-	series = `sluice_store_duration_seconds_count{op="record"}`
-	if got := metricValue(t, async.api, series); got != 1 {
-		t.Errorf("%s = %v, want 1 (the two records in one call)", series, got)
+	// The two admissions (one record) went with the third check: one
+	// store call of both costs, no record call.
+	for series, want := range map[string]float64{`sluice_store_duration_seconds_count{op="check"}`: 1, `sluice_store_duration_seconds_count{op="record"}`: -1} {
+		if got := metricValue(t, async.api, series); got != want {
+			t.Errorf("%s = %v, want %v (the record carried by the check; -1: none)", series, got, want)
+		}
 	}
 	// A new key: admitted on first sight, then a reload that changes
 	// first_sight closes that limiter, which sends the record.
@@ -210,6 +212,10 @@ zones:
 		t.Fatal(err)
 	}
 	async.backend.closing.Wait()
+	// The closed limiter's record went in a batch call, not as a check.
+	if got := metricValue(t, async.api, `sluice_store_duration_seconds_count{op="record"}`); got != 1 {
+		t.Errorf(`sluice_store_duration_seconds_count{op="record"} = %v, want 1 (the new key's record in a batch call)`, got)
+	}
 	async.backend.amu.Lock()
 	for k := range async.backend.asyncs {
 		if k.firstSight != 1 {
