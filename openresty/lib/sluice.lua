@@ -658,10 +658,18 @@ local function access_site(self, opts, site)
   local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
   local edge = self.edge
   local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
+  local memo = fast and site.n == 1 and not site.shadow and edge.deny
+  if memo then
+    local e, retry = edge:memo_get(site, key)
+    if e then return http.deny_memo(opts.status or 429, site, e, retry) end
+  end
   local id = fast and not site.shadow and site.deny_prefix .. edge.deny_key(key)
   if id and edge.deny then
-    local d = edge:cached(id)
-    if d then return http.deny_site(opts.status or 429, site, d) end
+    local d, hold, epoch, t0 = edge:cached(id)
+    if d then
+      if memo then edge:memo_put(site, key, d, hold, epoch, t0) end
+      return http.deny_site(opts.status or 429, site, d)
+    end
   end
   local hits, zone = nil, site.zone
   if site.n == 1 then
