@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/openresty.py: nginx in front of one upstream, like for like (issue 14).
 
-Fronts, all in one nginx (2 workers) before the same upstream (an nginx
-answering 200), on one local redis-server:
+Fronts, each in an nginx of its own (2 workers, the same configuration)
+before the same upstream (an nginx answering 200), on one local
+redis-server:
 
   seed     seed 000's algorithm in access_by_lua: GET the previous minute,
            INCR the current one, EXPIRE, pipelined (lua-resty-redis)
@@ -280,11 +281,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         if args.callgrind:
             wait_port(up_port)
             return callgrind(args, d, nginx, conf, front_port, rport)
-        front = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "front.conf")])
         wait_port(up_port)
-        wait_port(front_port)
-        time.sleep(0.5)
-        workers = children(front.pid)
         with open(os.path.join(d, "wrk.lua"), "w") as f:
             f.write(WRK_LUA)
 
@@ -294,8 +291,35 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
+        if args.floor:
+            for row in ("sync", "async"):
+                rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
+            rows["hot"][1].append(("floor: return 429, no Lua", "/floor429", []))
+            rows["hot"][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
+        # Each front in an nginx of its own (the same configuration, its
+        # own port): no front's state (coroutines, pools, the Lua heap)
+        # touches another's, and its CPU is its own workers'.
+        fronts_of = {}
+        for row in args.rows.split(","):
+            for _, path, _ in rows[row][1]:
+                if path in fronts_of:
+                    continue
+                port, tag = free_port(), path.strip("/")
+                text = (conf.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
+                        .replace(f"{d}/nginx.pid", f"{d}/nginx-{tag}.pid").replace(f"{d}/error.log", f"{d}/error-{tag}.log"))
+                with open(os.path.join(d, f"front-{tag}.conf"), "w") as f:
+                    f.write(text)
+                proc = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, f"front-{tag}.conf")])
+                fronts_of[path] = (port, proc)
+        time.sleep(0.5)
+        for path, (port, proc) in list(fronts_of.items()):
+            wait_port(port)
+        time.sleep(0.5)
+        fronts_of = {path: (port, children(proc.pid)) for path, (port, proc) in fronts_of.items()}
+
         def run(path, tokens, secs, extra):
             env = dict(os.environ, TOKENS=str(tokens), WRK_PATH=path)
+            front_port, workers = fronts_of[path]
             fpids = workers + extra
             c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
             out = subprocess.run(["wrk", "-t2", f"-c{args.c}", f"-d{secs}s", "-s", os.path.join(d, "wrk.lua"),
@@ -308,11 +332,6 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
 
         print("load average before:", open("/proc/loadavg").read().strip())
         print(f"wrk -t2 -c{args.c}, {args.rounds} interleaved rounds of {args.d}s per front, after a warm-up round each")
-        if args.floor:
-            for row in ("sync", "async"):
-                rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
-            rows["hot"][1].append(("floor: return 429, no Lua", "/floor429", []))
-            rows["hot"][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
         for row in args.rows.split(","):
             tokens, fronts = rows[row]
             for _, path, extra in fronts:

@@ -642,6 +642,7 @@ local function site_of(self, opts)
   -- The deny cache key of a check of cost 1 without group, and the
   -- async view's identity of any: the prefix and the key.
   site.deny_prefix = self.edge:deny_prefix(1, nil, false, zone, ls)
+  site.deny_eq = site.deny_prefix .. "=" -- and a short key: edge.deny_key's form, one concatenation
   http.prepare(site, sample)
   if self.nsites >= MAX_SITES then self.sites, self.nsites = {}, 0 end
   sites = self.sites
@@ -663,7 +664,8 @@ local function access_site(self, opts, site)
     local e, retry = edge:memo_get(site, key)
     if e then return http.deny_memo(opts.status or 429, site, e, retry) end
   end
-  local id = fast and not site.shadow and site.deny_prefix .. edge.deny_key(key)
+  local id = fast and not site.shadow and
+      (#key <= edge.SHORT_KEY and site.deny_eq .. key or site.deny_prefix .. edge.deny_key(key))
   if id and edge.deny then
     local d, hold, epoch, t0 = edge:cached(id)
     if d then

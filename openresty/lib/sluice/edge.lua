@@ -133,6 +133,7 @@ end
 -- in zone or key is keyed "D" and the SHA-1 of all of it.
 
 local SHORT_KEY = 48
+_M.SHORT_KEY = SHORT_KEY
 
 -- describe returns the identity of a check but its key; zone nil for hits
 -- that differ in zone or key (each hit's zone and key then described).
