@@ -531,7 +531,7 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
         local r = refs[sp]
         if not r then
           nl = nl + 1
-          r, limits[nl], refs[sp] = nl, sp, nl
+          r, limits[nl], refs[sp] = nl, sp, tostring(nl) -- the argument, made once per limit
         end
         cks[k - from + 1] = ks[j]
       end
@@ -541,12 +541,15 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
         args[a + 1], args[a + 2], args[a + 3], args[a + 4], args[a + 5] =
             sp.code, sp.a_rate, sp.a_window, sp.a_bucket, sp.a_shadow
       end
+      local a = #args
       for k = from, to do
-        local j, a = all[k], #args
+        local j = all[k]
         local cost = costs[j]
         -- Costs are integers up to 1e9, which tostring prints exactly
-        -- (string.format is not compiled by LuaJIT).
-        args[a + 1], args[a + 2] = tostring(cost), refs[specs[j]]
+        -- (string.format is not compiled by LuaJIT); cost 1, the usual
+        -- one, is a constant.
+        args[a + 1], args[a + 2] = cost == 1 and "1" or tostring(cost), refs[specs[j]]
+        a = a + 2
       end
       local raw, err = self.client:eval(SCRIPTS.record, cks, args, s)
       if type(raw) ~= "table" or #raw ~= to - from + 2 then
