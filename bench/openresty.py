@@ -27,8 +27,12 @@ read from /proc.
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
+With -floor each row also runs what nginx costs without the module: a
+plain proxy_pass (sync, async), a bare `return 429` and a Lua constant
+denial with the module's fields and body (hot).
 Instructions per request instead, steady on a busy machine (valgrind;
-about 3 minutes): bench/openresty.py -callgrind.
+about 15 minutes): bench/openresty.py -callgrind (every front and floor;
+-cg-fronts deny,floor429 picks some by path).
 
 Run it on a quiet machine; it prints the load average before and after.
 """
@@ -176,12 +180,12 @@ def main():
     ap.add_argument("-c", type=int, default=64)
     ap.add_argument("-callgrind", action="store_true",
                     help="instead of wrk rounds: user-space instructions per request of one nginx worker "
-                         "under valgrind (seed, module sync, module deny cache), load-independent")
+                         "under valgrind (seed, module sync, async, deny cache, and the floors), load-independent")
     ap.add_argument("-cg-fronts", dest="cg_fronts", default="",
                     help="with -callgrind, only these paths (comma-separated, e.g. deny,floor429)")
     ap.add_argument("-cg-keep", dest="cg_keep", default="",
                     help="with -callgrind, copy callgrind's output files to this directory (for callgrind_annotate)")
-    ap.add_argument("-cg-n", dest="cg_n", default="1500,3500",
+    ap.add_argument("-cg-n", dest="cg_n", default="3000,9000",
                     help="with -callgrind, the requests of the two runs whose difference is counted")
     ap.add_argument("-floor", action="store_true",
                     help="add the floor to each row: nginx with no Lua, proxy_pass (sync, async) or return 429 (hot)")
