@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/openresty.py: nginx in front of one upstream, like for like (issue 14).
 
-Fronts, all in one nginx (2 workers) before the same upstream (an nginx
-answering 200), on one local redis-server:
+Fronts, each in an nginx of its own (2 workers, the same configuration)
+before the same upstream (an nginx answering 200), on one local
+redis-server:
 
   seed     seed 000's algorithm in access_by_lua: GET the previous minute,
            INCR the current one, EXPIRE, pipelined (lua-resty-redis)
@@ -26,8 +27,12 @@ read from /proc.
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
+With -floor each row also runs what nginx costs without the module: a
+plain proxy_pass (sync, async), a bare `return 429` and a Lua constant
+denial with the module's fields and body (hot).
 Instructions per request instead, steady on a busy machine (valgrind;
-about 3 minutes): bench/openresty.py -callgrind.
+about 15 minutes): bench/openresty.py -callgrind (every front and floor;
+-cg-fronts deny,floor429 picks some by path).
 
 Run it on a quiet machine; it prints the load average before and after.
 """
@@ -61,6 +66,22 @@ local p = tonumber(res[1]) or 0
 local c = tonumber(res[2]) or 0
 local rate = p * ((60 - now % 60) / 60) + c
 if rate > limit then return ngx.exit(429) end
+"""
+
+# FLOOR_DENY_LUA answers what the deny cache answers, from constants.
+FLOOR_DENY_LUA = r"""
+local h = ngx.header
+h["RateLimit-Policy"] = '"100r/m";q=100;w=60'
+h["RateLimit"] = '"100r/m";r=0;t=42'
+h["Retry-After"] = "42"
+local body = '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"detail":"the rate limit is exceeded; retry after 42 s","violated-policies":["100r/m"]}\n'
+ngx.status = 429
+h["Content-Type"] = "application/problem+json"
+h["Cache-Control"] = "no-store"
+h["Content-Length"] = #body
+h["X-Content-Type-Options"] = "nosniff"
+ngx.print(body)
+return ngx.exit(429)
 """
 
 WRK_LUA = r"""
@@ -118,14 +139,21 @@ def callgrind(args, d, nginx, conf, port, rport):
              .replace('limits = "100r/m"', 'limits = "100r/h"'))
     with open(os.path.join(d, "vg.conf"), "w") as f:
         f.write(vconf)
-    n1, n2 = 1500, 3500
+    n1, n2 = (int(x) for x in args.cg_n.split(","))
     print("callgrind: user-space instructions per request of one nginx worker, "
           f"({n2} - {n1} requests), 16 connections")
     print("| front | tokens | Ir/request | statuses |")
     print("|---|---|---:|---|")
-    for name, path, tokens in (("seed", "/seed", 100000), ("module sync", "/sync", 100000),
-                               (f"module async, first_sight {args.first_sight}", "/async", 100000),
-                               ("seed", "/seed", 10), ("module deny cache", "/deny", 10)):
+    fronts = (("seed", "/seed", 100000), ("module sync", "/sync", 100000),
+              (f"module async, first_sight {args.first_sight}", "/async", 100000),
+              ("seed", "/seed", 10), ("module deny cache", "/deny", 10),
+              ("floor: proxy_pass, no Lua", "/floorproxy", 100000), ("floor: return 429, no Lua", "/floor429", 10),
+              ("floor: access_by_lua ngx.exit(429)", "/floorlua429", 10),
+              ("floor: access_by_lua, a constant denial as the module's", "/floorluadeny", 10))
+    only = args.cg_fronts.split(",") if args.cg_fronts else None
+    for name, path, tokens in fronts:
+        if only and path.strip("/") not in only:
+            continue
         ir = []
         for n in (n1, n2):
             subprocess.run(["redis-cli", "-p", str(rport), "flushall"], check=True, capture_output=True)
@@ -139,6 +167,8 @@ def callgrind(args, d, nginx, conf, port, rport):
             vg.wait(120)
             with open(out) as f:
                 ir.append(int(re.search(r"summary: (\d+)", f.read()).group(1)))
+            if args.cg_keep:
+                shutil.copy(out, os.path.join(args.cg_keep, f"{path.strip('/')}-{tokens}-{n}.out"))
         print(f"| {name} | {tokens} | {(ir[1] - ir[0]) / (n2 - n1):,.0f} | {codes} |")
 
 
@@ -150,7 +180,15 @@ def main():
     ap.add_argument("-c", type=int, default=64)
     ap.add_argument("-callgrind", action="store_true",
                     help="instead of wrk rounds: user-space instructions per request of one nginx worker "
-                         "under valgrind (seed, module sync, module deny cache), load-independent")
+                         "under valgrind (seed, module sync, async, deny cache, and the floors), load-independent")
+    ap.add_argument("-cg-fronts", dest="cg_fronts", default="",
+                    help="with -callgrind, only these paths (comma-separated, e.g. deny,floor429)")
+    ap.add_argument("-cg-keep", dest="cg_keep", default="",
+                    help="with -callgrind, copy callgrind's output files to this directory (for callgrind_annotate)")
+    ap.add_argument("-cg-n", dest="cg_n", default="3000,9000",
+                    help="with -callgrind, the requests of the two runs whose difference is counted")
+    ap.add_argument("-floor", action="store_true",
+                    help="add the floor to each row: nginx with no Lua, proxy_pass (sync, async) or return 429 (hot)")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
                     help="the module's async first_sight (0: a key's first check asks Redis)")
     args = ap.parse_args()
@@ -224,6 +262,14 @@ http {{
         location = /_sync {{ internal; proxy_pass http://sync_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
         location = /_async {{ internal; proxy_pass http://async_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
         location @denied {{ return 429; }}
+        # The floor: what nginx costs with no Lua at all, a 429 from the
+        # front, or a plain proxy_pass to the same upstream.
+        location /floor429 {{ return 429; }}
+        location /floorproxy {{ proxy_pass http://app; }}
+        # The Lua floor: access_by_lua that only exits, and one that answers
+        # a constant denial with the module's headers and body.
+        location /floorlua429 {{ access_by_lua_block {{ return ngx.exit(429) }} }}
+        location /floorluadeny {{ access_by_lua_block {{ {FLOOR_DENY_LUA} }} }}
     }}
 }}
 """
@@ -239,11 +285,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         if args.callgrind:
             wait_port(up_port)
             return callgrind(args, d, nginx, conf, front_port, rport)
-        front = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, "front.conf")])
         wait_port(up_port)
-        wait_port(front_port)
-        time.sleep(0.5)
-        workers = children(front.pid)
         with open(os.path.join(d, "wrk.lua"), "w") as f:
             f.write(WRK_LUA)
 
@@ -253,8 +295,35 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
+        if args.floor:
+            for row in ("sync", "async"):
+                rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
+            rows["hot"][1].append(("floor: return 429, no Lua", "/floor429", []))
+            rows["hot"][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
+        # Each front in an nginx of its own (the same configuration, its
+        # own port): no front's state (coroutines, pools, the Lua heap)
+        # touches another's, and its CPU is its own workers'.
+        fronts_of = {}
+        for row in args.rows.split(","):
+            for _, path, _ in rows[row][1]:
+                if path in fronts_of:
+                    continue
+                port, tag = free_port(), path.strip("/")
+                text = (conf.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
+                        .replace(f"{d}/nginx.pid", f"{d}/nginx-{tag}.pid").replace(f"{d}/error.log", f"{d}/error-{tag}.log"))
+                with open(os.path.join(d, f"front-{tag}.conf"), "w") as f:
+                    f.write(text)
+                proc = spawn([nginx, "-p", d + "/", "-c", os.path.join(d, f"front-{tag}.conf")])
+                fronts_of[path] = (port, proc)
+        time.sleep(0.5)
+        for path, (port, proc) in list(fronts_of.items()):
+            wait_port(port)
+        time.sleep(0.5)
+        fronts_of = {path: (port, children(proc.pid)) for path, (port, proc) in fronts_of.items()}
+
         def run(path, tokens, secs, extra):
             env = dict(os.environ, TOKENS=str(tokens), WRK_PATH=path)
+            front_port, workers = fronts_of[path]
             fpids = workers + extra
             c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
             out = subprocess.run(["wrk", "-t2", f"-c{args.c}", f"-d{secs}s", "-s", os.path.join(d, "wrk.lua"),

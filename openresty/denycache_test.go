@@ -3,6 +3,10 @@ package openresty
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +118,87 @@ func TestDenyCacheAdmitsAsTheStore(t *testing.T) {
 				t.Errorf("admitted %d behind the deny cache, %d without: want the same (±1 for the µs between the two checks)", admittedCached, admittedPlain)
 			}
 		})
+	}
+}
+
+// TestDenyCacheAccessRepeatsTheStoreAnswer: through access() with one
+// limit and the deny cache, the store's denial, the dict's and the
+// memo's (the worker's copy, answered without reading the denial from the
+// dict) are the same answer: status, every field and the problem, with
+// Retry-After and the RateLimit wait in whole seconds. A reset ends the
+// repeated denial at once: the next request is admitted, as the store
+// admits it.
+func TestDenyCacheAccessRepeatsTheStoreAnswer(t *testing.T) {
+	srv := redistest.Standalone(t)
+	locs := `
+        location = /deny {
+            access_by_lua_block {
+                require("sluice").limiter("dc"):access{ zone = "dc", key = ngx.var.arg_key, limits = "3r/m", algorithm = "gcra" }
+            }
+            content_by_lua_block { ngx.say("ok") }
+        }
+        location = /deny-reset {
+            content_by_lua_block {
+                local sluice = require "sluice"
+                local l = assert(sluice.limit{ rate = 3, window = "1m", algorithm = "gcra" })
+                local ok, err = sluice.limiter("dc"):reset{ hits = { { zone = "dc", key = ngx.var.arg_key, limit = l } } }
+                ngx.say(ok and "ok" or err)
+            }
+        }
+        location = /deny-memo {
+            content_by_lua_block { ngx.say(require("sluice").limiter("dc").edge.nmemo) }
+        }
+`
+	n := startNginx(t, 1, func(listen string) string {
+		return harnessConf(t, locs)(listen) + fmt.Sprintf(`
+    init_by_lua_block {
+        require("sluice").define("dc", { redis = %q, timeout = 2000, deny_cache = "sluice_deny" })
+    }
+`, srv.URL())
+	})
+	key := fmt.Sprintf("memo-%d", time.Now().UnixNano())
+	for i := range 3 {
+		if resp, body := get(t, n.url+"/deny?key="+key); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %s %q, want 200", i+1, resp.Status, body)
+		}
+	}
+	// The 4th is the store's denial, the 5th the dict's, the rest the
+	// memo's; GCRA's wait for one more of 3 a minute is 20 s.
+	for i := range 20 {
+		resp, body := get(t, n.url+"/deny?key="+key)
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("denial %d: %s, want 429", i+1, resp.Status)
+		}
+		retry := resp.Header.Get("Retry-After")
+		secs, err := strconv.Atoi(retry)
+		if err != nil || secs < 19 || secs > 20 {
+			t.Fatalf("denial %d: Retry-After %q, want 19 or 20", i+1, retry)
+		}
+		want := []string{
+			`"3r/m";q=3;w=60`,
+			`"3r/m";r=0;t=` + retry,
+			"application/problem+json", "no-store", "nosniff",
+			`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"detail":"the rate limit is exceeded; retry after ` + retry + ` s","violated-policies":["3r/m"]}` + "\n",
+		}
+		got := []string{resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit"), resp.Header.Get("Content-Type"),
+			resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"), body}
+		if !slices.Equal(got, want) {
+			t.Fatalf("denial %d:\n got %q\nwant %q", i+1, got, want)
+		}
+		if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+			t.Fatalf("denial %d: Content-Length %s for %d bytes", i+1, cl, len(body))
+		}
+	}
+	if got := strings.TrimSpace(mustGet(t, n.url+"/deny-memo")); got != "1" {
+		t.Fatalf("%s entries in the memo after 20 denials of one key, want 1", got)
+	}
+	if got := strings.TrimSpace(mustGet(t, n.url+"/deny-reset?key="+key)); got != "ok" {
+		t.Fatalf("reset: %s", got)
+	}
+	if resp, body := get(t, n.url+"/deny?key="+key); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the reset: %s %q, want 200 (the memo repeated a denial the store no longer makes)", resp.Status, body)
+	}
+	if got := strings.TrimSpace(mustGet(t, n.url+"/deny-memo")); got != "0" {
+		t.Fatalf("%s entries in the memo after the reset, want 0", got)
 	}
 }

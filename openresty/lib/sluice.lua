@@ -531,7 +531,7 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
         local r = refs[sp]
         if not r then
           nl = nl + 1
-          r, limits[nl], refs[sp] = nl, sp, nl
+          r, limits[nl], refs[sp] = nl, sp, tostring(nl) -- the argument, made once per limit
         end
         cks[k - from + 1] = ks[j]
       end
@@ -541,12 +541,15 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
         args[a + 1], args[a + 2], args[a + 3], args[a + 4], args[a + 5] =
             sp.code, sp.a_rate, sp.a_window, sp.a_bucket, sp.a_shadow
       end
+      local a = #args
       for k = from, to do
-        local j, a = all[k], #args
+        local j = all[k]
         local cost = costs[j]
         -- Costs are integers up to 1e9, which tostring prints exactly
-        -- (string.format is not compiled by LuaJIT).
-        args[a + 1], args[a + 2] = tostring(cost), refs[specs[j]]
+        -- (string.format is not compiled by LuaJIT); cost 1, the usual
+        -- one, is a constant.
+        args[a + 1], args[a + 2] = cost == 1 and "1" or tostring(cost), refs[specs[j]]
+        a = a + 2
       end
       local raw, err = self.client:eval(SCRIPTS.record, cks, args, s)
       if type(raw) ~= "table" or #raw ~= to - from + 2 then
@@ -642,6 +645,7 @@ local function site_of(self, opts)
   -- The deny cache key of a check of cost 1 without group, and the
   -- async view's identity of any: the prefix and the key.
   site.deny_prefix = self.edge:deny_prefix(1, nil, false, zone, ls)
+  site.deny_eq = site.deny_prefix .. "=" -- and a short key: edge.deny_key's form, one concatenation
   http.prepare(site, sample)
   if self.nsites >= MAX_SITES then self.sites, self.nsites = {}, 0 end
   sites = self.sites
@@ -658,10 +662,19 @@ local function access_site(self, opts, site)
   local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
   local edge = self.edge
   local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
-  local id = fast and not site.shadow and site.deny_prefix .. edge.deny_key(key)
+  local memo = fast and site.n == 1 and not site.shadow and edge.deny
+  if memo then
+    local e, retry = edge:memo_get(site, key)
+    if e then return http.deny_memo(opts.status or 429, site, e, retry) end
+  end
+  local id = fast and not site.shadow and
+      (#key <= edge.SHORT_KEY and site.deny_eq .. key or site.deny_prefix .. edge.deny_key(key))
   if id and edge.deny then
-    local d = edge:cached(id)
-    if d then return http.deny_site(opts.status or 429, site, d) end
+    local d, hold, epoch, t0 = edge:cached(id)
+    if d then
+      if memo then edge:memo_put(site, key, d, hold, epoch, t0) end
+      return http.deny_site(opts.status or 429, site, d)
+    end
   end
   local hits, zone = nil, site.zone
   if site.n == 1 then

@@ -60,6 +60,7 @@ function _M.new(lim, opts)
   self.epoch_key = self.ns .. "epoch"
   -- The breaker's keys, made once: admit and report run for every call.
   self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
+  self.memo, self.nmemo = {}, 0
   if opts.async then
     self.async, err = require("sluice.async").new(lim, self, opts)
     if not self.async then return nil, limits.INVALID .. err end
@@ -132,6 +133,7 @@ end
 -- in zone or key is keyed "D" and the SHA-1 of all of it.
 
 local SHORT_KEY = 48
+_M.SHORT_KEY = SHORT_KEY
 
 -- describe returns the identity of a check but its key; zone nil for hits
 -- that differ in zone or key (each hit's zone and key then described).
@@ -236,7 +238,52 @@ function _M.cached(self, id)
   end
   if d.allowed then return nil end
   if d.retry_after < 1 then d.retry_after = 1 end
-  return d
+  return d, p[2], p[0], now
+end
+
+-- The memo: a worker's copy of the cached denials of one-limit access
+-- sites, so that a hot key denied again and again costs one dict read (the
+-- epoch, a number) and a clock read, not the value's string, its decoding
+-- and the answer's strings. An entry holds what the dict entry holds (its
+-- epoch, its end, the hit's RetryAfter and Remaining at a time t0) and
+-- the answer's strings for its current whole second of RetryAfter. It is
+-- repeated exactly as long as the dict's entry would be (same end, same
+-- epoch: a reset through any worker ends it), so it denies nothing the
+-- dict would not. MEMO_MAX entries per limiter and worker at most (keys of
+-- at most SHORT_KEY bytes), then the memo starts over: under 1 MB.
+_M.MEMO_MAX = 1024
+
+-- memo_get returns the memo entry of key at site while it holds, and the
+-- hit's RetryAfter now (µs); else nil.
+function _M.memo_get(self, site, key)
+  local m = self.memo[site]
+  local e = m and m[key]
+  if not e then return nil end
+  if e.epoch == (self.deny:get(self.epoch_key) or 0) then
+    local now = clock()
+    if now + 0.001 < e.hold then
+      local retry = e.retry - (now - e.t0) * 1e6
+      return e, retry > 0 and retry or 0
+    end
+  end
+  m[key] = nil
+  self.nmemo = self.nmemo - 1
+  return nil
+end
+
+-- memo_put keeps d, a one-hit denial the dict held until hold (s) under
+-- epoch, read at t0, as key's entry at site.
+function _M.memo_put(self, site, key, d, hold, epoch, t0)
+  if #key > SHORT_KEY then return end
+  if self.nmemo >= _M.MEMO_MAX then self.memo, self.nmemo = {}, 0 end
+  local m = self.memo[site]
+  if not m then
+    m = {}
+    self.memo[site] = m
+  end
+  if not m[key] then self.nmemo = self.nmemo + 1 end
+  local h = d.hits[1]
+  m[key] = { hold = hold, epoch = epoch, t0 = t0, retry = h.retry_after, remaining = h.remaining }
 end
 
 local function store_denial(self, id, c, d, sent, epoch)

@@ -229,4 +229,32 @@ function _M.deny_site(status, site, d)
   return ngx.exit(status)
 end
 
+-- deny_memo answers a denial of site (one limit) from e, an entry of the
+-- deny cache's memo (edge.memo_get), whose hit waits retry µs now: the
+-- same fields and body as deny_site, the strings made once per whole
+-- second of the wait and kept in e.
+function _M.deny_memo(status, site, e, retry)
+  local t = ceil_seconds(retry)
+  if e.t ~= t or e.status ~= status then
+    local secs = max(1, ceil_seconds(retry < 1 and 1 or retry))
+    e.t, e.status = t, status
+    e.ratelimit = site.qids[1] .. ";r=" .. min(e.remaining, MAX_SF_INTEGER) .. ";t=" .. min(t, MAX_SF_INTEGER)
+    e.secs = tostring(secs)
+    e.body = QUOTA_TYPE .. status .. ',"detail":"the rate limit is exceeded; retry after ' .. secs ..
+        ' s","violated-policies":[' .. site.jids[1] .. "]}\n"
+    e.len = tostring(#e.body)
+  end
+  local h = ngx.header
+  h["RateLimit-Policy"] = site.policy
+  h["RateLimit"] = e.ratelimit
+  h["Retry-After"] = e.secs
+  ngx.status = status
+  h["Content-Type"] = "application/problem+json"
+  h["Cache-Control"] = "no-store"
+  h["Content-Length"] = e.len
+  h["X-Content-Type-Options"] = "nosniff"
+  ngx.print(e.body)
+  return ngx.exit(status)
+end
+
 return _M

@@ -18,7 +18,9 @@
 local ok_resty, resty_redis = pcall(require, "resty.redis") -- OpenResty, LuaRocks
 if not ok_resty then resty_redis = require "nginx.redis" end -- Debian's lua-nginx-redis
 
-local concat, unpack, find, sub = table.concat, unpack, string.find, string.sub
+local concat, find, sub, byte = table.concat, string.find, string.sub, string.byte
+local ok_new_tab, new_tab = pcall(require, "table.new")
+if not ok_new_tab then new_tab = function() return {} end end
 
 local _M = {}
 local mt = { __index = _M }
@@ -202,23 +204,128 @@ local function release(self, red)
   red:set_keepalive(self.keepalive, self.pool_size)
 end
 
+-- A reply is read from a buffer filled with receiveany (whatever the
+-- socket holds), and parsed in place: one receive for a reply of
+-- hundreds of values rather than one per line, and integers read from
+-- the bytes without a string each. The state: st.buf, st.pos.
+local RECV = 65536
+
+local function fill(st)
+  local data, err = st.sock:receiveany(RECV)
+  if not data then return nil, err end
+  if st.pos > #st.buf then
+    st.buf = data
+  else
+    st.buf = sub(st.buf, st.pos) .. data
+  end
+  st.pos = 1
+  return true
+end
+
+-- integer reads the decimal integer at buf[i .. j].
+local function integer(buf, i, j)
+  local neg = byte(buf, i) == 45
+  if neg then i = i + 1 end
+  local n = 0
+  for k = i, j do n = n * 10 + byte(buf, k) - 48 end
+  return neg and -n or n
+end
+
+-- parse reads one reply as lua-resty-redis does: a value, false and the
+-- message of an error reply ({false, message} inside an array), or nil
+-- and a connection error.
+local function parse(st)
+  local e
+  while true do
+    e = find(st.buf, "\r\n", st.pos, true)
+    if e then break end
+    local ok, err = fill(st)
+    if not ok then return nil, err end
+  end
+  local buf, pos = st.buf, st.pos
+  local prefix = byte(buf, pos)
+  st.pos = e + 2
+  if prefix == 58 then -- ':'
+    return integer(buf, pos + 1, e - 1)
+  elseif prefix == 36 then -- '$'
+    local size = integer(buf, pos + 1, e - 1)
+    if size < 0 then return ngx.null end
+    while #st.buf - st.pos + 1 < size + 2 do
+      local ok, err = fill(st)
+      if not ok then return nil, err end
+    end
+    local from = st.pos
+    st.pos = from + size + 2
+    return sub(st.buf, from, from + size - 1)
+  elseif prefix == 42 then -- '*'
+    local n = integer(buf, pos + 1, e - 1)
+    if n < 0 then return ngx.null end
+    local vals = new_tab(n, 0)
+    for i = 1, n do
+      local res, err = parse(st)
+      if res == nil then return nil, err end
+      vals[i] = res == false and { false, err } or res
+    end
+    return vals
+  elseif prefix == 43 then -- '+'
+    return sub(buf, pos + 1, e - 1)
+  elseif prefix == 45 then -- '-'
+    return false, sub(buf, pos + 1, e - 1)
+  end
+  return nil, "unknown reply prefix: " .. tostring(prefix)
+end
+
+-- read_reply reads one reply from sock (nothing else may follow it).
+local function read_reply(sock)
+  return parse({ sock = sock, buf = "", pos = 1 })
+end
+_M.read_reply = read_reply
+
+-- command sends name, the script (sha or source), the keys and args as
+-- one RESP command, one string, and reads its reply. (Not through
+-- lua-resty-redis's methods: they take the arguments as Lua call
+-- arguments, and a batch of hundreds of them grows the stack of the
+-- request's coroutine, which nginx then clears whole each time it reuses
+-- it: thousands of instructions on every later request.)
+local function command(red, name, body, keys, args)
+  local nk, na = #keys, #args
+  local nks = tostring(nk)
+  local req = new_tab(5 * (nk + na) + 16, 0)
+  req[1], req[2], req[3] = "*", 3 + nk + na, "\r\n"
+  req[4], req[5], req[6], req[7], req[8] = "$", #name, "\r\n", name, "\r\n"
+  req[9], req[10], req[11], req[12], req[13] = "$", #body, "\r\n", body, "\r\n"
+  req[14], req[15], req[16], req[17], req[18] = "$", #nks, "\r\n", nks, "\r\n"
+  local n = 18
+  for i = 1, nk do
+    local a = keys[i]
+    req[n + 1], req[n + 2], req[n + 3], req[n + 4], req[n + 5] = "$", #a, "\r\n", a, "\r\n"
+    n = n + 5
+  end
+  for i = 1, na do
+    local a = args[i]
+    if type(a) ~= "string" then a = tostring(a) end
+    req[n + 1], req[n + 2], req[n + 3], req[n + 4], req[n + 5] = "$", #a, "\r\n", a, "\r\n"
+    n = n + 5
+  end
+  local sock = rawget(red, "_sock")
+  local ok, err = sock:send(concat(req, "", 1, n))
+  if not ok then return nil, err end
+  return read_reply(sock)
+end
+
 -- run_script runs script (src, sha) on red: EVALSHA, and EVAL when the
 -- server does not know the script. It returns the reply; or false and a
 -- Redis error reply (the connection is usable); or nil and a connection
 -- error (the connection is closed).
 local function run_script(red, script, keys, args, asking)
-  local cmd = { script.sha, #keys }
-  for i = 1, #keys do cmd[#cmd + 1] = keys[i] end
-  for i = 1, #args do cmd[#cmd + 1] = args[i] end
   if asking then
     local ok, err = red:asking()
     if not ok then return ok, err end
   end
-  local res, err = red:evalsha(unpack(cmd))
+  local res, err = command(red, "EVALSHA", script.sha, keys, args)
   if res == false and find(err, "^NOSCRIPT") then
-    cmd[1] = script.src
     if asking then red:asking() end
-    res, err = red:eval(unpack(cmd))
+    res, err = command(red, "EVAL", script.src, keys, args)
   end
   return res, err
 end
