@@ -220,7 +220,7 @@ func newTracker(opts Options, n int) (*Tracker, error) {
 func (t *Tracker) Bytes() int {
 	sh := &t.shards[0]
 	s := sh.buckets[0][0]
-	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + len(s.index)*int(unsafe.Sizeof(slot{})) + len(s.heap)*int(unsafe.Sizeof(node{})) + 2*len(s.pos) + int(unsafe.Sizeof(summary{}))
+	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + 8*len(s.counts) + len(s.index)*int(unsafe.Sizeof(slot{})) + 2*cap(s.mins) + int(unsafe.Sizeof(summary{}))
 	perShard := len(sh.buckets)*nLists*per + len(sh.seconds)*int(unsafe.Sizeof(second{})) + int(unsafe.Sizeof(shard{}))
 	return len(t.shards)*perShard + int(unsafe.Sizeof(Tracker{}))
 }
@@ -385,7 +385,7 @@ func (t *Tracker) Lookup(id string) (string, bool) {
 			for _, s := range b {
 				for i := range s.entries {
 					e := &s.entries[i]
-					if e.count > 0 && !e.long && keyname.Of(e.keyString()) == id {
+					if s.counts[i] > 0 && !e.long && keyname.Of(e.keyString()) == id {
 						return e.keyString(), true
 					}
 				}
@@ -516,7 +516,7 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 			*total += s.total
 			for i := range s.entries {
 				e := &s.entries[i]
-				if e.count == 0 {
+				if s.counts[i] == 0 {
 					continue
 				}
 				a := m[e.hash]
@@ -527,7 +527,7 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 				if e.last > a.last {
 					a.e = e
 				}
-				a.count += e.count
+				a.count += s.counts[i]
 				a.err += e.err
 				a.since, a.last, a.peak = min(a.since, e.since), max(a.last, e.last), max(a.peak, e.peak)
 			}

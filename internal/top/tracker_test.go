@@ -218,24 +218,52 @@ func TestKeysHidden(t *testing.T) {
 	}
 }
 
-// TestSummaryChurn drives one summary through many insertions, removals
-// and take-overs and checks its index and heap stay consistent: the
-// heap's counts at most the entries' (they lag), and in heap order.
+// TestSummaryChurn drives summaries through many insertions, removals
+// and take-overs, with unit and varied weights, and checks that their
+// index stays consistent and that every take-over took a counter with
+// the smallest count (what the Space-Saving bound rests on).
 func TestSummaryChurn(t *testing.T) {
-	s := newSummary(16)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 100_000 {
-		h := rng.Uint64N(64) * 0x9e3779b97f4a7c15 // collide in the index
-		if i%7 == 0 {
-			s.remove(h)
-		} else {
-			s.add(&obs{hash: h, key: "k", weight: 1 + int64(rng.IntN(3))})
-		}
-		if i%1000 == 0 {
+	for _, maxWeight := range []int{1, 3, 100} {
+		t.Run("weights-1-to-"+strconv.Itoa(maxWeight), func(t *testing.T) {
+			s := newSummary(16)
+			rng := rand.New(rand.NewPCG(3, uint64(maxWeight)))
+			for i := range 100_000 {
+				h := rng.Uint64N(64) * 0x9e3779b97f4a7c15 // collide in the index
+				if i%7 == 0 {
+					s.remove(h)
+				} else {
+					addChecked(t, s, &obs{hash: h, key: "k", weight: 1 + int64(rng.IntN(maxWeight))})
+				}
+				if i%1000 == 0 {
+					checkSummary(t, s)
+				}
+			}
 			checkSummary(t, s)
-		}
+		})
 	}
-	checkSummary(t, s)
+}
+
+// addChecked adds o to s and checks that a key new to s took over a
+// counter whose count was the smallest, and that the total grew by the
+// weight.
+func addChecked(t *testing.T, s *summary, o *obs) {
+	t.Helper()
+	total, counted := s.total, s.find(o.hash) != nil
+	smallest := slices.Min(s.counts)
+	s.add(o)
+	if s.total != total+o.weight {
+		t.Fatalf("total %d after adding %d to %d", s.total, o.weight, total)
+	}
+	if counted {
+		return
+	}
+	e := s.find(o.hash)
+	if e == nil {
+		t.Fatalf("a new key is not counted after add")
+	}
+	if e.err != smallest {
+		t.Fatalf("a new key took over a counter of %d; the smallest was %d", e.err, smallest)
+	}
 }
 
 func checkSummary(t *testing.T, s *summary) {
@@ -247,7 +275,7 @@ func checkSummary(t *testing.T, s *summary) {
 		}
 		indexed++
 		e := &s.entries[x.x-1]
-		if e.count == 0 || e.hash != x.hash {
+		if s.counts[x.x-1] == 0 || e.hash != x.hash {
 			t.Fatalf("slot %d indexes a free entry, or under another hash", i)
 		}
 		if got := s.find(e.hash); got != e {
@@ -255,29 +283,16 @@ func checkSummary(t *testing.T, s *summary) {
 		}
 	}
 	used := 0
-	for i := range s.entries {
-		if s.entries[i].count > 0 {
+	for _, c := range s.counts {
+		if c > 0 {
 			used++
 		}
-		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count > s.entries[i].count || n.count < 0 {
-			t.Fatalf("pos[%d] = %d but heap[%d] = %+v (count %d)", i, s.pos[i], s.pos[i], n, s.entries[i].count)
-		}
-	}
-	// Freshened, the heap's top is the smallest counter, the one a new
-	// key takes over.
-	s.freshen()
-	for i := range s.entries {
-		if c := s.entries[i].count; c < s.entries[s.heap[0].x].count {
-			t.Fatalf("after freshen, the heap's top counts %d but entry %d counts %d", s.entries[s.heap[0].x].count, i, c)
+		if len(s.mins) > 0 && c < s.min {
+			t.Fatalf("a count of %d is below min %d while mins holds %d entries", c, s.min, len(s.mins))
 		}
 	}
 	if used != indexed {
 		t.Fatalf("%d entries in use, %d indexed", used, indexed)
-	}
-	for i := 1; i < len(s.heap); i++ {
-		if s.less(i, (i-1)/2) {
-			t.Fatalf("heap order broken at %d", i)
-		}
 	}
 }
 
