@@ -2,6 +2,7 @@ package top
 
 import (
 	"crypto/sha256"
+	"math"
 )
 
 // KeyBytes is the longest key an entry copies whole. A longer key is
@@ -142,7 +143,7 @@ func (s *summary) add(o *obs) {
 		i, _ = s.slot(o.hash) // the shift may have moved the empty slot
 	}
 	since := o.now
-	if o.inherit != nil {
+	if o.inherit != nil && o.inherit.total > 0 {
 		if p := o.inherit.find(o.hash); p != nil {
 			since = p.since
 		}
@@ -171,15 +172,15 @@ func (s *summary) smallest() int {
 	}
 }
 
-// gather makes mins the entries with the smallest count, min.
+// gather makes mins the entries with the smallest count, min, in one
+// pass over counts.
 func (s *summary) gather() {
-	m := s.counts[0]
-	for _, c := range s.counts[1:] {
-		m = min(m, c)
-	}
-	mins := s.mins[:0]
+	m, mins := int64(math.MaxInt64), s.mins[:0]
 	for x, c := range s.counts {
-		if c == m {
+		if c <= m {
+			if c < m {
+				m, mins = c, mins[:0]
+			}
 			mins = append(mins, uint16(x))
 		}
 	}

@@ -24,6 +24,8 @@ const (
 	DefaultHistory   = 5 * time.Minute
 	DefaultSample    = 32
 	DefaultTick      = 100 * time.Millisecond
+	DefaultBudget    = 4096
+	maxShift         = 10
 	maxCapacity      = 1024
 	maxBuckets       = 60
 	maxHistorySecond = 3600
@@ -60,6 +62,15 @@ type Options struct {
 	Now func() time.Time
 	// Tick is how often a running Set reads Now. Default 100ms.
 	Tick time.Duration
+	// Budget bounds what observing costs under a flood: the observations
+	// a tracker's shard makes per second before it samples. Beyond it, a
+	// shard observes one check in 2, 4, ... up to 1024 (the fewest that
+	// keep it within Budget, from the rate of the second before, doubled
+	// within a second each time Budget more are made), drawn at random
+	// and counted as many times (checks and weights alike). Below it,
+	// every denial and near-limit check is observed. 1 to 2^30. Default
+	// 4096.
+	Budget int
 }
 
 func (o *Options) defaults() error {
@@ -87,6 +98,9 @@ func (o *Options) defaults() error {
 	if o.Tick == 0 {
 		o.Tick = DefaultTick
 	}
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
 	switch {
 	case o.Capacity < 1 || o.Capacity > maxCapacity:
 		return errors.New("top: capacity must be between 1 and 1024")
@@ -100,6 +114,8 @@ func (o *Options) defaults() error {
 		return errors.New("top: sample must be between 1 and 1024")
 	case o.Tick < 0:
 		return errors.New("top: tick must be positive")
+	case o.Budget < 1 || o.Budget > 1<<30:
+		return errors.New("top: budget must be between 1 and 2^30")
 	case o.History < time.Second || o.History > maxHistorySecond*time.Second:
 		return errors.New("top: history must be between 1s and 1h")
 	}
@@ -176,6 +192,16 @@ type shard struct {
 	// observation, which began at secStart (Unix ns).
 	sec      int
 	secStart int64
+	// shift is the shard's sampling under a flood (Options.Budget): one
+	// check in 2^shift is observed, counted 2^shift times. Written under
+	// mu, read without it before the key is hashed.
+	shift atomic.Uint32
+	// budgetSec is the second (Unix) that observed and checks count:
+	// the observations made in it since shift last changed, and the
+	// checks they stand for (each 2^shift).
+	budgetSec            int64
+	observed, candidates int64
+	observedTotal        int64 // every observation made, for tests
 	// The fields above, written by every observation, share no cache
 	// line with the next shard's.
 	_ [64]byte
@@ -250,14 +276,25 @@ func (t *Tracker) now() int64 {
 // observe records a check that stands for scale checks (a sample): an
 // allowed check counts scale times its cost and scale allowed checks.
 func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
-	t.observeIn(uint(procID()), key, r, cost, usage, scale)
+	p := procPin()
+	procUnpin()
+	t.observeIn(uint(p), key, r, cost, usage, scale)
 }
 
 // observeIn is observe into shard p (modulo the shards).
 func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage float64, scale int64) {
+	sh := &t.shards[p%uint(len(t.shards))]
+	k := sh.shift.Load()
+	if k > 0 {
+		// A flood: one check in 2^k is observed, drawn before anything
+		// else is paid.
+		if cheaprand()&(1<<k-1) != 0 {
+			return
+		}
+		scale <<= k
+	}
 	now := t.now()
 	o := obs{hash: maphash.String(t.seed, key), key: key, now: now}
-	sh := &t.shards[p%uint(len(t.shards))]
 	if !sh.mu.TryLock() {
 		// Another check or a snapshot holds the shard: rather than make
 		// a decision wait on diagnostics, count the observation as missed.
@@ -265,7 +302,37 @@ func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage floa
 		return
 	}
 	sh.record(t, &o, r, cost, usage, scale)
+	sh.budget(t, now, k)
 	sh.mu.Unlock()
+}
+
+// budget counts one observation made at shift k and sets the shift for
+// the next: at a new second, the fewest doubling that would have kept
+// the second before within Options.Budget (none after a second without
+// observations); within a second, one more doubling each time Budget
+// observations are made.
+func (sh *shard) budget(t *Tracker, now int64, k uint32) {
+	sh.observedTotal++
+	budget := int64(t.opts.Budget)
+	if u := now / 1e9; u != sh.budgetSec {
+		next := uint32(0)
+		if u == sh.budgetSec+1 {
+			for next < maxShift && sh.candidates>>next > budget {
+				next++
+			}
+		}
+		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
+		if next != k {
+			sh.shift.Store(next)
+			return // this observation was drawn at the old shift
+		}
+	}
+	sh.observed++
+	sh.candidates += 1 << k
+	if sh.observed > budget && k < maxShift {
+		sh.shift.Store(k + 1)
+		sh.observed = 0
+	}
 }
 
 // record is observe under the shard's lock.
@@ -278,15 +345,15 @@ func (sh *shard) record(t *Tracker, o *obs, r Result, cost int64, usage float64,
 	case Allowed:
 		sec.allowed += scale
 	case Denied:
-		sec.denied++
+		sec.denied += scale
 	case ShadowDenied:
-		sec.shadow++
+		sec.shadow += scale
 	case Refused:
-		sec.denied++
+		sec.denied += scale
 		return
 	}
 	if r == Denied || r == ShadowDenied {
-		o.weight, o.shadow, o.inherit = 1, r == ShadowDenied, sh.previous(listDenied)
+		o.weight, o.shadow, o.inherit = scale, r == ShadowDenied, sh.previous(listDenied)
 		b[listDenied].add(o)
 		o.shadow, o.inherit = false, nil
 	}
@@ -298,7 +365,7 @@ func (sh *shard) record(t *Tracker, o *obs, r Result, cost int64, usage float64,
 		b[listAdmitted].add(o)
 	}
 	if usage >= t.opts.Near {
-		o.weight, o.peak, o.inherit = 1, int64(usage*1e6), sh.previous(listNear)
+		o.weight, o.peak, o.inherit = scale, int64(usage*1e6), sh.previous(listNear)
 		b[listNear].add(o)
 	}
 }

@@ -42,7 +42,9 @@ func TestAccuracyZipf(t *testing.T) {
 		for _, shards := range []int{1, 3} {
 			t.Run(tc.name+",shards="+strconv.Itoa(shards), func(t *testing.T) {
 				clk := newClock()
-				tr, err := newTracker(Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now}, shards)
+				// No flood sampling: this is the Space-Saving bound alone
+				// (TestFloodAccuracy tests the two together).
+				tr, err := newTracker(Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now, Budget: 1 << 30}, shards)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -316,7 +318,7 @@ func TestBytes(t *testing.T) {
 // the exact top 3.
 func TestSampledAccuracy(t *testing.T) {
 	clk := newClock()
-	set, err := NewSet(Options{Sample: 32, Now: clk.now})
+	set, err := NewSet(Options{Sample: 32, Now: clk.now, Budget: 1 << 30}) // the draw of Sample alone
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +392,100 @@ func TestSecondsFollowTheClock(t *testing.T) {
 	step(3 * time.Second) // second 4, in the slot of second 1
 	if got := counts(); !slices.Equal(got, []int64{0, 0, 1}) {
 		t.Errorf("3 s later: denials per second = %v, want [0 0 1]", got)
+	}
+}
+
+// TestFloodAccuracy checks the lists under a flood of denials beyond
+// Options.Budget against an exact count: 2,000,000 denials over 50,000
+// keys drawn from a Zipf law (s=1.1), 100,000 a second for 20 s, into a
+// tracker of one shard with a budget of 2,000 observations a second and
+// one bucket of 20 s. The shard must sample (observing at most about
+// 2 × Budget a second, plus one Budget per doubling in the first
+// second), and each of the top 10 keys' counts must lie within the
+// stated bound: N/Capacity plus 5 standard deviations of the draw,
+// sqrt(2^shift × count), with the top 3 the exact top 3 and the total
+// within 5 standard deviations of the truth.
+func TestFloodAccuracy(t *testing.T) {
+	clk := newClock()
+	const budget, perSecond, seconds = 2000, 100_000, 20
+	tr, err := newTracker(Options{Capacity: 64, Buckets: 1, Period: seconds * time.Second, Now: clk.now, Budget: budget}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	zipf := rand.NewZipf(rng, 1.1, 1, 49_999)
+	exact := map[string]int64{}
+	for range seconds {
+		for range perSecond {
+			k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+			exact[k]++
+			tr.observeIn(0, k, Denied, 1, 1, 1)
+			clk.add(time.Second / perSecond)
+		}
+	}
+	clk.add(-time.Second / perSecond) // still in the bucket
+	sh := &tr.shards[0]
+	shift := sh.shift.Load()
+	// 2000 a second at most once the shift is set from a whole second,
+	// and at most maxShift+1 budgets in the first second.
+	if max := int64(budget*(maxShift+1) + 2*budget*(seconds-1)); sh.observedTotal > max || shift == 0 {
+		t.Errorf("observed %d of %d denials (shift %d), want at most %d and sampling", sh.observedTotal, perSecond*seconds, shift, max)
+	}
+	snap := tr.Snapshot(10)
+	n := float64(perSecond * seconds)
+	q := float64(int64(1) << shift)
+	if diff, tol := math.Abs(float64(snap.DeniedTotal)-n), 5*math.Sqrt(q*n); diff > tol {
+		t.Errorf("denied total %d, want %.0f within %.0f", snap.DeniedTotal, n, tol)
+	}
+	byID := map[string]string{}
+	for k := range exact {
+		byID[keyname.Of(k)] = k
+	}
+	keys := slices.SortedFunc(func(yield func(string) bool) {
+		for k := range exact {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b string) int { return int(exact[b] - exact[a]) })
+	bound := float64(snap.DeniedTotal) / float64(snap.Capacity)
+	for i, k := range snap.Denied {
+		key := byID[k.ID]
+		tol := bound + 5*math.Sqrt(q*float64(exact[key]))
+		if diff := math.Abs(float64(k.Count - exact[key])); diff > tol {
+			t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", key, k.Count, exact[key], diff, tol)
+		}
+		if i < 3 && key != keys[i] {
+			t.Errorf("top[%d] = %s, exact top[%d] = %s", i, key, i, keys[i])
+		}
+	}
+	last := snap.Seconds[len(snap.Seconds)-2] // the last whole second
+	if diff, tol := math.Abs(float64(last.Denied-perSecond)), 5*math.Sqrt(q*perSecond); diff > tol {
+		t.Errorf("denials in the last whole second: %d, want %d within %.0f", last.Denied, perSecond, tol)
+	}
+	t.Logf("observed %d of %.0f (shift %d); N/k = %.0f; top %s estimate %d exact %d", sh.observedTotal, n, shift, bound, byID[snap.Denied[0].ID], snap.Denied[0].Count, exact[keys[0]])
+}
+
+// TestBudgetExactBelow checks that below the budget nothing is sampled:
+// 1,000 denials a second for 5 s against a budget of 4,096 are all
+// counted, exactly.
+func TestBudgetExactBelow(t *testing.T) {
+	clk := newClock()
+	tr, err := newTracker(Options{Buckets: 1, Period: 10 * time.Second, Now: clk.now, ShowKeys: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		tr.observeIn(0, "k"+strconv.Itoa(i%10), Denied, 1, 1, 1)
+		clk.add(time.Millisecond)
+	}
+	snap := tr.Snapshot(10)
+	if snap.DeniedTotal != 5000 || tr.shards[0].observedTotal != 5000 || len(snap.Denied) != 10 {
+		t.Fatalf("denied total %d, observed %d, %d keys; want 5000, 5000, 10", snap.DeniedTotal, tr.shards[0].observedTotal, len(snap.Denied))
+	}
+	for _, k := range snap.Denied {
+		if k.Count != 500 || k.Error != 0 {
+			t.Errorf("%s: count %d error %d, want 500 and 0", k.Key, k.Count, k.Error)
+		}
 	}
 }
