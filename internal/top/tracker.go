@@ -276,23 +276,34 @@ func (t *Tracker) now() int64 {
 // observe records a check that stands for scale checks (a sample): an
 // allowed check counts scale times its cost and scale allowed checks.
 func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
+	if sh, k, ok := t.draw(); ok {
+		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
+	}
+}
+
+// draw picks the shard of the calling goroutine's P and whether, under
+// its shift k (Options.Budget), the check is observed.
+func (t *Tracker) draw() (sh *shard, k uint32, ok bool) {
 	p := procPin()
 	procUnpin()
-	t.observeIn(uint(p), key, r, cost, usage, scale)
+	sh = &t.shards[uint(p)%uint(len(t.shards))]
+	k = sh.shift.Load()
+	// A flood: one check in 2^k is observed, drawn before anything else
+	// is paid.
+	return sh, k, k == 0 || cheaprand()&(1<<k-1) == 0
 }
 
 // observeIn is observe into shard p (modulo the shards).
 func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage float64, scale int64) {
 	sh := &t.shards[p%uint(len(t.shards))]
-	k := sh.shift.Load()
-	if k > 0 {
-		// A flood: one check in 2^k is observed, drawn before anything
-		// else is paid.
-		if cheaprand()&(1<<k-1) != 0 {
-			return
-		}
-		scale <<= k
+	if k := sh.shift.Load(); k == 0 || cheaprand()&(1<<k-1) == 0 {
+		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
 	}
+}
+
+// observeShard records into sh a check drawn at shift k that stands for
+// scale checks.
+func (t *Tracker) observeShard(sh *shard, k uint32, key string, r Result, cost int64, usage float64, scale int64) {
 	now := t.now()
 	o := obs{hash: maphash.String(t.seed, key), key: key, now: now}
 	if !sh.mu.TryLock() {
