@@ -236,7 +236,9 @@ func (s *Set) Forget(c sluice.Check) {
 // decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
 // observed. It does not allocate.
 func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
-	if common, drawn := s.common(&c, d); !common {
+	if common, drawn := s.common(&c, d); !common && len(c.Hits) == 1 {
+		s.observeOne(&c, d, "")
+	} else if !common {
 		s.observe(&c, d, "")
 	} else if drawn {
 		s.sampled(&c, d, "")
@@ -317,7 +319,8 @@ func (s *Set) trackerOf(zone, add string) *Tracker {
 }
 
 // observeOne is observe for a check of one hit (Cost > 0) that is not
-// the common check (a denial, a near-limit check): the tracker is found
+// the common check (a denial, a near-limit check, one decided without
+// the limiters' state): the tracker is found
 // and the flood draw made (Options.Budget) before the rest is paid.
 func (s *Set) observeOne(c *sluice.Check, d *sluice.Decision, add string) {
 	h := &c.Hits[0]

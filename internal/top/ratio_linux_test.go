@@ -17,8 +17,10 @@ import (
 // stores. It reports, over the rounds, the median and the 10th and 90th
 // percentiles of the ratio of checks per CPU-second with tracking to
 // checks per CPU-second without (1.0: free; 0.95: 5% fewer decisions per
-// second of CPU), the CPU ns per check of each, and the checks not
-// observed because a tracker was busy. Run it once:
+// second of CPU), the CPU ns per check of each, the checks not observed
+// because a tracker was busy, and the share of checks observed (under
+// Options.Budget: the rest were sampled out or were common checks not
+// drawn). Run it once:
 //
 //	go test -run '^$' -bench BenchmarkLimiterRatio -benchtime 1x ./internal/top
 func BenchmarkLimiterRatio(b *testing.B) {
@@ -42,7 +44,9 @@ func BenchmarkLimiterRatio(b *testing.B) {
 				r = benchcpu.Interleave(31, run(off), run(on))
 			}
 			r.Report(b, "check", perRound*runtime.GOMAXPROCS(0))
-			b.ReportMetric(float64(set.Tracker("api").Snapshot(1).Missed), "missed")
+			tr := set.Tracker("api")
+			b.ReportMetric(float64(tr.Snapshot(1).Missed), "missed")
+			b.ReportMetric(float64(tr.observations())/float64(31*perRound*runtime.GOMAXPROCS(0)), "observed/check")
 		})
 	}
 }

@@ -426,6 +426,18 @@ func (sh *shard) advance(now, bucket int64) {
 	sh.epoch = e
 }
 
+// observations returns the observations made since the tracker was
+// made (for tests).
+func (t *Tracker) observations() int64 {
+	t.lock()
+	defer t.unlock()
+	var n int64
+	for i := range t.shards {
+		n += t.shards[i].observedTotal
+	}
+	return n
+}
+
 // lock locks every shard, in order.
 func (t *Tracker) lock() {
 	for i := range t.shards {
