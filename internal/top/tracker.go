@@ -545,6 +545,11 @@ type Snapshot struct {
 	// The lists and the per-second counts leave them out; a count's error
 	// may exceed its bound by at most the weight missed.
 	Missed int64 `json:"missed"`
+	// Sampling is how many checks one observation stands for now under a
+	// flood (Options.Budget), the largest over the shards: 1 while every
+	// denial and near-limit check is observed; 2 to 1024 while a shard
+	// samples, when every count and rate is an estimate.
+	Sampling int64 `json:"sampling"`
 }
 
 // Snapshot returns the top n keys of each list and the history.
@@ -555,7 +560,10 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 	for i := range t.shards {
 		t.shards[i].advance(now, t.bucket)
 	}
-	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load()}
+	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load(), Sampling: 1}
+	for i := range t.shards {
+		s.Sampling = max(s.Sampling, int64(1)<<t.shards[i].shift.Load())
+	}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.
 	sh0 := &t.shards[0]

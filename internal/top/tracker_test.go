@@ -432,6 +432,9 @@ func TestFloodAccuracy(t *testing.T) {
 		t.Errorf("observed %d of %d denials (shift %d), want at most %d and sampling", sh.observedTotal, perSecond*seconds, shift, max)
 	}
 	snap := tr.Snapshot(10)
+	if snap.Sampling != int64(1)<<shift {
+		t.Errorf("snapshot sampling %d, want %d", snap.Sampling, int64(1)<<shift)
+	}
 	n := float64(perSecond * seconds)
 	q := float64(int64(1) << shift)
 	if diff, tol := math.Abs(float64(snap.DeniedTotal)-n), 5*math.Sqrt(q*n); diff > tol {
@@ -480,8 +483,8 @@ func TestBudgetExactBelow(t *testing.T) {
 		clk.add(time.Millisecond)
 	}
 	snap := tr.Snapshot(10)
-	if snap.DeniedTotal != 5000 || tr.shards[0].observedTotal != 5000 || len(snap.Denied) != 10 {
-		t.Fatalf("denied total %d, observed %d, %d keys; want 5000, 5000, 10", snap.DeniedTotal, tr.shards[0].observedTotal, len(snap.Denied))
+	if snap.DeniedTotal != 5000 || tr.shards[0].observedTotal != 5000 || len(snap.Denied) != 10 || snap.Sampling != 1 {
+		t.Fatalf("denied total %d, observed %d, %d keys, sampling %d; want 5000, 5000, 10, 1", snap.DeniedTotal, tr.shards[0].observedTotal, len(snap.Denied), snap.Sampling)
 	}
 	for _, k := range snap.Denied {
 		if k.Count != 500 || k.Error != 0 {
