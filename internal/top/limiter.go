@@ -273,7 +273,8 @@ func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string) {
 
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
-// one in Options.Sample of the other allowed checks, drawn at random.
+// one in Options.Sample of the other allowed checks, drawn at random
+// (and under a flood, one in 2^shift of those: Options.Budget).
 // A zone without a tracker whose name starts with add (if not empty)
 // gets one.
 func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {

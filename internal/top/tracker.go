@@ -54,8 +54,8 @@ type Options struct {
 	// Sample is, for a Limiter, how many allowed checks that are not near a
 	// limit stand for one observed: one in Sample, drawn at random, is
 	// observed with its cost and count multiplied by Sample. Denials and
-	// near-limit checks are all observed. 1 observes every check. At most
-	// 1024. Default 32.
+	// near-limit checks are all observed (below Budget). 1 observes every
+	// check. At most 1024. Default 32.
 	Sample int
 	// Now is the clock. Default time.Now. A Set running its clock (Set.Run)
 	// reads it every Tick instead of on every observation.
