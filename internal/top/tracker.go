@@ -192,13 +192,17 @@ type shard struct {
 	// observation, which began at secStart (Unix ns).
 	sec      int
 	secStart int64
-	// shift is the shard's sampling under a flood (Options.Budget): one
-	// check in 2^shift is observed, counted 2^shift times. Written under
+	// flood is the shard's sampling under a flood (Options.Budget): one
+	// check in 2^shift is observed, counted 2^shift times; shift is its
+	// low 8 bits, the rest the second (Unix) it was set in. It lapses
+	// after a whole second more without an observation, so that a shard
+	// whose flood ended does not keep sampling a trickle. Written under
 	// mu, read without it before the key is hashed.
-	shift atomic.Uint32
-	// budgetSec is the second (Unix) that observed and checks count:
-	// the observations made in it since shift last changed, and the
-	// checks they stand for (each 2^shift).
+	flood atomic.Uint64
+	// budgetSec is the second (Unix) that observed and candidates count:
+	// the observations made in it since the shift last changed, and the
+	// checks they stand for (each 2^shift) that would have been observed
+	// without a flood.
 	budgetSec            int64
 	observed, candidates int64
 	observedTotal        int64 // every observation made, for tests
@@ -287,16 +291,34 @@ func (t *Tracker) draw() (sh *shard, k uint32, ok bool) {
 	p := procPin()
 	procUnpin()
 	sh = &t.shards[uint(p)%uint(len(t.shards))]
-	k = sh.shift.Load()
+	k, ok = t.drawIn(sh)
+	return sh, k, ok
+}
+
+// drawIn is draw in shard sh.
+func (t *Tracker) drawIn(sh *shard) (k uint32, ok bool) {
+	k = t.shift(sh)
 	// A flood: one check in 2^k is observed, drawn before anything else
 	// is paid.
-	return sh, k, k == 0 || cheaprand()&(1<<k-1) == 0
+	return k, k == 0 || cheaprand()&(1<<k-1) == 0
+}
+
+// shift returns sh's shift now: 0 without a flood, or once it lapsed.
+func (t *Tracker) shift(sh *shard) uint32 {
+	f := sh.flood.Load()
+	if f == 0 {
+		return 0
+	}
+	if t.now()/1e9 > int64(f>>8)+1 {
+		return 0 // lapsed: the next observation sets it again
+	}
+	return uint32(f & 0xff)
 }
 
 // observeIn is observe into shard p (modulo the shards).
 func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage float64, scale int64) {
 	sh := &t.shards[p%uint(len(t.shards))]
-	if k := sh.shift.Load(); k == 0 || cheaprand()&(1<<k-1) == 0 {
+	if k, ok := t.drawIn(sh); ok {
 		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
 	}
 }
@@ -318,7 +340,7 @@ func (t *Tracker) observeShard(sh *shard, k uint32, key string, r Result, cost i
 }
 
 // budget counts one observation made at shift k and sets the shift for
-// the next: at a new second, the fewest doubling that would have kept
+// the next: at a new second, the fewest doublings that would have kept
 // the second before within Options.Budget (none after a second without
 // observations); within a second, one more doubling each time Budget
 // observations are made.
@@ -333,17 +355,26 @@ func (sh *shard) budget(t *Tracker, now int64, k uint32) {
 			}
 		}
 		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
+		sh.setShift(u, next)
 		if next != k {
-			sh.shift.Store(next)
 			return // this observation was drawn at the old shift
 		}
 	}
 	sh.observed++
 	sh.candidates += 1 << k
 	if sh.observed > budget && k < maxShift {
-		sh.shift.Store(k + 1)
+		sh.setShift(sh.budgetSec, k+1)
 		sh.observed = 0
 	}
+}
+
+// setShift makes k the shift, set in second u.
+func (sh *shard) setShift(u int64, k uint32) {
+	if k == 0 {
+		sh.flood.Store(0)
+		return
+	}
+	sh.flood.Store(uint64(u)<<8 | uint64(k))
 }
 
 // record is observe under the shard's lock.
@@ -562,7 +593,7 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 	}
 	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load(), Sampling: 1}
 	for i := range t.shards {
-		s.Sampling = max(s.Sampling, int64(1)<<t.shards[i].shift.Load())
+		s.Sampling = max(s.Sampling, int64(1)<<t.shift(&t.shards[i]))
 	}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.

@@ -425,7 +425,7 @@ func TestFloodAccuracy(t *testing.T) {
 	}
 	clk.add(-time.Second / perSecond) // still in the bucket
 	sh := &tr.shards[0]
-	shift := sh.shift.Load()
+	shift := tr.shift(sh)
 	// At most maxShift+1 budgets in the first second (one per doubling),
 	// then about one budget a second once the shift is set from a whole
 	// second: twice that allows for the draw's spread.
@@ -491,5 +491,45 @@ func TestBudgetExactBelow(t *testing.T) {
 		if k.Count != 500 || k.Error != 0 {
 			t.Errorf("%s: count %d error %d, want 500 and 0", k.Key, k.Count, k.Error)
 		}
+	}
+}
+
+// TestFloodLapses checks that a shard's sampling ends with its flood: a
+// flood of denials, then 5 s without any (the flood leaves the window),
+// then 20 denials of new keys at a trickle (one each 10 ms) are all
+// counted, exactly; and that the snapshot says so.
+func TestFloodLapses(t *testing.T) {
+	clk := newClock()
+	tr, err := newTracker(Options{Buckets: 4, Period: 4 * time.Second, Now: clk.now, Budget: 100, ShowKeys: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200_000 { // 100,000 a second for 2 s
+		tr.observeIn(0, "flood-"+strconv.Itoa(i%1000), Denied, 1, 1, 1)
+		clk.add(10 * time.Microsecond)
+	}
+	if got := tr.Snapshot(1).Sampling; got < 2 {
+		t.Fatalf("sampling %d during the flood, want at least 2", got)
+	}
+	clk.add(5 * time.Second)
+	if got := tr.Snapshot(1).Sampling; got != 1 {
+		t.Errorf("sampling %d 5 s after the flood, want 1", got)
+	}
+	for i := range 20 {
+		tr.observeIn(0, "trickle-"+strconv.Itoa(i), Denied, 1, 1, 1)
+		clk.add(10 * time.Millisecond)
+	}
+	snap := tr.Snapshot(1000)
+	n := 0
+	for _, k := range snap.Denied {
+		if strings.HasPrefix(k.Key, "trickle-") {
+			n++
+			if k.Count != 1 {
+				t.Errorf("%s: count %d, want 1", k.Key, k.Count)
+			}
+		}
+	}
+	if n != 20 {
+		t.Errorf("%d of the 20 trickling keys listed, want all", n)
 	}
 }
