@@ -70,14 +70,19 @@ func NewSet(opts Options) (*Set, error) {
 
 // Run keeps the set's clock until ctx ends, reading Options.Now every
 // Options.Tick, so that observations do not each read the clock (a
-// system call on some virtual machines). Observations made while Run is
-// not running read Now themselves.
+// system call on some virtual machines), and on each tick ends the
+// trackers' floods (Options.Budget) that lapsed. Observations made while
+// Run is not running read Now themselves.
 func (s *Set) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Tick)
 	defer t.Stop()
 	defer s.clock.Store(0)
 	for {
-		s.clock.Store(s.opts.Now().UnixNano())
+		now := s.opts.Now().UnixNano()
+		s.clock.Store(now)
+		for _, tr := range s.m.Load().m {
+			tr.lapse(now) // for Tracker.shift
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -304,15 +304,36 @@ func (t *Tracker) drawIn(sh *shard) (k uint32, ok bool) {
 }
 
 // shift returns sh's shift now: 0 without a flood, or once it lapsed.
+// A running Set lapses floods on its clock's tick (Set.Run); otherwise
+// the clock is read here.
 func (t *Tracker) shift(sh *shard) uint32 {
 	f := sh.flood.Load()
 	if f == 0 {
 		return 0
 	}
-	if t.now()/1e9 > int64(f>>8)+1 {
-		return 0 // lapsed: the next observation sets it again
+	if c := t.clock; c == nil || c.Load() == 0 {
+		return shiftAt(f, t.now())
 	}
 	return uint32(f & 0xff)
+}
+
+// shiftAt is the shift of flood f at now (Unix ns): 0 once it lapsed,
+// after a whole second more than the one it was set in.
+func shiftAt(f uint64, now int64) uint32 {
+	if now/1e9 > int64(f>>8)+1 {
+		return 0 // the next observation sets it again
+	}
+	return uint32(f & 0xff)
+}
+
+// lapse ends the floods of the shards that lapsed at now.
+func (t *Tracker) lapse(now int64) {
+	for i := range t.shards {
+		f := &t.shards[i].flood
+		if v := f.Load(); v != 0 && shiftAt(v, now) == 0 {
+			f.CompareAndSwap(v, 0) // unless an observation set it again
+		}
+	}
 }
 
 // observeIn is observe into shard p (modulo the shards).
@@ -593,7 +614,7 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 	}
 	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load(), Sampling: 1}
 	for i := range t.shards {
-		s.Sampling = max(s.Sampling, int64(1)<<t.shift(&t.shards[i]))
+		s.Sampling = max(s.Sampling, int64(1)<<shiftAt(t.shards[i].flood.Load(), now))
 	}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.
