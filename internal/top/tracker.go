@@ -291,8 +291,17 @@ func (t *Tracker) draw() (sh *shard, k uint32, ok bool) {
 	p := procPin()
 	procUnpin()
 	sh = &t.shards[uint(p)%uint(len(t.shards))]
-	k, ok = t.drawIn(sh)
-	return sh, k, ok
+	// As drawIn, written out: a check under a flood pays no call here.
+	f := sh.flood.Load()
+	if f == 0 {
+		return sh, 0, true
+	}
+	if c := t.clock; c == nil || c.Load() == 0 {
+		k = shiftAt(f, t.now())
+	} else {
+		k = uint32(f & 0xff)
+	}
+	return sh, k, k == 0 || cheaprand()&(1<<k-1) == 0
 }
 
 // drawIn is draw in shard sh.
