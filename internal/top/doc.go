@@ -9,11 +9,12 @@
 // "Efficient computation of frequent and top-k elements in data streams",
 // 2005) of Capacity counters, one summary per bucket of a ring of Buckets
 // buckets that together span Period. A key already counted is incremented
-// by its weight; a new key takes over the smallest counter, adding its
-// weight to that counter's count. Within one bucket of total weight N_b a
-// counted key's count exceeds its true weight by at most N_b/Capacity, and
-// a key not counted has a true weight of at most N_b/Capacity. Summing the
-// buckets of the window, whose total weight is N:
+// by its weight; a new key takes over a counter with the smallest count,
+// adding its weight to that counter's count. Within one bucket of total
+// weight N_b a counted key's count exceeds its true weight by at most
+// N_b/Capacity, and a key not counted has a true weight of at most
+// N_b/Capacity. Summing the buckets of the window, whose total weight is
+// N:
 //
 //   - every reported count is within N/Capacity of the key's true weight
 //     in the window (Key.Error is the tighter bound the counters know);
@@ -27,12 +28,23 @@
 // that makes it, and a snapshot sums the shards' buckets as it sums
 // buckets, so the bounds above hold with N the total over all of them.
 //
+// Those bounds are exact below Options.Budget observations a second per
+// shard. Beyond it (a flood), a shard observes one check in 2^s, drawn at
+// random, counting it 2^s times (s from the rate of the second before,
+// raised within a second when the budget runs out; at most 10): the
+// bounds then hold for the sampled stream, whose count of a key of true
+// weight C differs from C by about sqrt(2^s × C) (one standard deviation),
+// a key's streak starts at its first drawn observation, and
+// Snapshot.Sampling says 2^s. TestFloodAccuracy tests the sum of both
+// errors against an exact count on a Zipf flood.
+//
 // # Memory
 //
 // A Tracker holds, per shard, 3 lists × Buckets × Capacity fixed-size
-// entries (keys are copied into the entry, up to KeyBytes bytes) and a
-// ring of per-second counts; Tracker.Bytes states the total. Nothing
-// grows with traffic.
+// entries (keys are copied into the entry, up to KeyBytes bytes) with
+// their counts, index and the list of the smallest, and a ring of
+// per-second counts; Tracker.Bytes states the total. Nothing grows with
+// traffic.
 //
 // # Cost
 //
@@ -40,13 +52,16 @@
 // anything shared, whether a check is the common one (one allowed hit
 // below Near) and, if so, draws whether it is sampled, from the runtime's
 // per-thread random state; such a check costs no lock and no lookup.
-// Observing a check (every denial and near-limit check, one common check
-// in Sample) takes a lookup of the zone, one hash of the key, the mutex of
-// the P's shard (uncontended but for a snapshot or a goroutine that moved
-// P meanwhile) and O(1) work for a key already counted, O(log Capacity)
-// for one that takes a counter over, without allocating
-// (BenchmarkLimiter, BenchmarkLimiterRatio; docs/server.md gives the
-// measured cost).
+// Another check of one key (a denial, a near-limit check) costs a lookup
+// of the zone, the number of the P and, under a flood, a draw: only then,
+// if drawn, one hash of the key, the mutex of the P's shard (uncontended
+// but for a snapshot or a goroutine that moved P meanwhile) and O(1) work
+// for a key already counted; a key that takes a counter over pops one
+// from the set of counters at the smallest count, gathered again by one
+// scan of the counts when it runs out. Nothing allocates. Options.Budget
+// bounds the observations, and so what tracking costs beyond the draws,
+// whatever the rate of denials (BenchmarkLimiter, BenchmarkLimiterRatio;
+// docs/server.md gives the measured cost).
 //
 // Keys are shown as their internal/keyname digest unless the tracker
 // was made with ShowKeys: a key is often a credential.

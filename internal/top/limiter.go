@@ -70,14 +70,19 @@ func NewSet(opts Options) (*Set, error) {
 
 // Run keeps the set's clock until ctx ends, reading Options.Now every
 // Options.Tick, so that observations do not each read the clock (a
-// system call on some virtual machines). Observations made while Run is
-// not running read Now themselves.
+// system call on some virtual machines), and on each tick ends the
+// trackers' floods (Options.Budget) that lapsed. Observations made while
+// Run is not running read Now themselves.
 func (s *Set) Run(ctx context.Context) {
 	t := time.NewTicker(s.opts.Tick)
 	defer t.Stop()
 	defer s.clock.Store(0)
 	for {
-		s.clock.Store(s.opts.Now().UnixNano())
+		now := s.opts.Now().UnixNano()
+		s.clock.Store(now)
+		for _, tr := range s.m.Load().m {
+			tr.lapse(now) // for Tracker.shift
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -197,10 +202,14 @@ func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision)
 	// The common check, as Set.common, tested here, inlined: one allowed
 	// hit below Near. It is observed only when drawn.
 	s := l.Set
-	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 && d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
-		if uint64(cheaprand()) < s.below {
-			s.sampled(&c, d, l.AddPrefix)
+	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 {
+		if d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
+			if uint64(cheaprand()) < s.below {
+				s.sampled(&c, d, l.AddPrefix)
+			}
+			return nil
 		}
+		s.observeOne(&c, d, l.AddPrefix)
 		return nil
 	}
 	s.observe(&c, d, l.AddPrefix)
@@ -232,7 +241,9 @@ func (s *Set) Forget(c sluice.Check) {
 // decided) to the trackers of the hits' zones. Peeks (Cost 0) are not
 // observed. It does not allocate.
 func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
-	if common, drawn := s.common(&c, d); !common {
+	if common, drawn := s.common(&c, d); !common && len(c.Hits) == 1 {
+		s.observeOne(&c, d, "")
+	} else if !common {
 		s.observe(&c, d, "")
 	} else if drawn {
 		s.sampled(&c, d, "")
@@ -267,7 +278,8 @@ func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string) {
 
 // observe reports d to the trackers, once per run of hits with the same
 // zone and key (a key's limits): every denial and near-limit check, and
-// one in Options.Sample of the other allowed checks, drawn at random.
+// one in Options.Sample of the other allowed checks, drawn at random
+// (and under a flood, one in 2^shift of those: Options.Budget).
 // A zone without a tracker whose name starts with add (if not empty)
 // gets one.
 func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
@@ -297,13 +309,44 @@ func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
 // record reports one key's result to its zone's tracker, adding one if
 // the zone starts with add.
 func (s *Set) record(h *sluice.Hit, r Result, cost int64, usage float64, scale int64, add string) {
-	t := s.Tracker(h.Zone)
-	if t == nil && add != "" && strings.HasPrefix(h.Zone, add) {
-		t = s.Add(h.Zone)
-	}
-	if t != nil {
+	if t := s.trackerOf(h.Zone, add); t != nil {
 		t.observe(h.Key, r, cost, usage, scale)
 	}
+}
+
+// trackerOf returns the tracker of zone, adding one if there is none and
+// the zone starts with add (if not empty); nil if none.
+func (s *Set) trackerOf(zone, add string) *Tracker {
+	t := s.Tracker(zone)
+	if t == nil && add != "" && strings.HasPrefix(zone, add) {
+		t = s.Add(zone)
+	}
+	return t
+}
+
+// observeOne is observe for a check of one hit (Cost > 0) that is not
+// the common check (a denial, a near-limit check, one decided without
+// the limiters' state): the tracker is found
+// and the flood draw made (Options.Budget) before the rest is paid.
+func (s *Set) observeOne(c *sluice.Check, d *sluice.Decision, add string) {
+	h := &c.Hits[0]
+	t := s.trackerOf(h.Zone, add)
+	if t == nil {
+		return
+	}
+	sh, k, ok := t.draw()
+	if !ok {
+		return
+	}
+	r, usage := result(c, d, 0, 1)
+	scale := int64(1)
+	if r == Allowed && usage < s.opts.Near { // a Rate of 0
+		if uint64(cheaprand()) >= s.below {
+			return
+		}
+		scale = int64(s.opts.Sample)
+	}
+	t.observeShard(sh, k, h.Key, r, c.Cost, usage, scale<<k)
 }
 
 // result is what d means for hits [i, j) of c, and their highest usage.

@@ -13,17 +13,13 @@ import _ "unsafe" // for go:linkname
 //go:linkname cheaprand runtime.cheaprand
 func cheaprand() uint32
 
-// procID returns the number of the runtime's processor (P) the calling
-// goroutine runs on, from 0 to GOMAXPROCS-1; the goroutine may have moved
-// by the time it returns, so it only picks a tracker's shard, which a lock
-// guards. The runtime keeps these names and signatures for packages that
-// link to them (go.dev/issue/67401).
-func procID() int {
-	id := procPin()
-	procUnpin()
-	return id
-}
-
+// procPin returns the number of the runtime's processor (P) the calling
+// goroutine runs on, from 0 to GOMAXPROCS-1, and keeps the goroutine on
+// it until procUnpin, called right after: the goroutine may move then,
+// so the number only picks a tracker's shard, which a lock guards. The
+// runtime keeps these names and signatures for packages that link to
+// them (go.dev/issue/67401).
+//
 //go:linkname procPin runtime.procPin
 func procPin() int
 

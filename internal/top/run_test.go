@@ -49,3 +49,42 @@ func TestSetRunClock(t *testing.T) {
 		}
 	})
 }
+
+// TestSetRunLapsesFloods checks, in a bubble of fake time, that a running
+// Set ends a shard's flood sampling (Options.Budget) once it lapsed: a
+// flood of denials puts the shard under sampling, and two seconds of
+// nothing later the clock's tick has cleared it, so that a single denial
+// then costs no clock read and is counted.
+func TestSetRunLapsesFloods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set, err := NewSet(Options{Sample: 1, Budget: 10, Tick: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.Configure(map[string]bool{"z": true}); err != nil {
+			t.Fatal(err)
+		}
+		tr := set.Tracker("z")
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { set.Run(ctx); close(done) }()
+		synctest.Wait()
+		for range 1000 {
+			tr.observeIn(0, "hot", Denied, 1, 1, 1)
+		}
+		if f := tr.shards[0].flood.Load(); f == 0 {
+			t.Fatalf("no flood after 1000 denials in a second against a budget of 10")
+		}
+		time.Sleep(2100 * time.Millisecond)
+		if f := tr.shards[0].flood.Load(); f != 0 {
+			t.Errorf("flood %#x still set 2.1 s later, want it lapsed by the clock's tick", f)
+		}
+		before := tr.Snapshot(1).DeniedTotal
+		tr.observeIn(0, "hot", Denied, 1, 1, 1)
+		if got := tr.Snapshot(1).DeniedTotal - before; got != 1 {
+			t.Errorf("a denial after the flood added %d, want 1", got)
+		}
+		cancel()
+		<-done
+	})
+}

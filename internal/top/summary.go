@@ -2,6 +2,7 @@ package top
 
 import (
 	"crypto/sha256"
+	"math"
 )
 
 // KeyBytes is the longest key an entry copies whole. A longer key is
@@ -9,12 +10,13 @@ import (
 // summary) and cannot be reset from the list: its bytes are not kept.
 const KeyBytes = 128
 
-// entry is one counter of a summary. An entry with count 0 is free.
+// entry is one counter of a summary, but for its count (summary.counts).
+// An entry whose count is 0 is free; its other fields are stale.
 type entry struct {
 	hash uint64
-	// count is the key's estimated weight; err bounds its overestimate
-	// (the count of the counter it took over).
-	count, err int64
+	// err bounds the count's overestimate (the count of the counter it
+	// took over).
+	err int64
 	// since is when the key was first observed in its current streak (a
 	// streak continues while the key is counted in consecutive buckets);
 	// last is its latest observation. Unix nanoseconds.
@@ -38,11 +40,6 @@ type slot struct {
 	x    uint16
 }
 
-type node struct {
-	count int64
-	x     uint16
-}
-
 // obs is one observation of a key.
 type obs struct {
 	hash    uint64
@@ -54,20 +51,35 @@ type obs struct {
 	inherit *summary // the previous bucket, whose streak start the key keeps
 }
 
-// summary is a Space-Saving summary of at most cap(entries) keys: an
-// open-addressing index from key hash to entry, and a min-heap of the
-// entries by count, brought up to date only when the smallest counter is
-// taken over (freshen). Not safe for concurrent use.
+// summary is a Space-Saving summary of at most len(entries) keys: an
+// open-addressing index from key hash to entry, the entries' counts
+// apart from them, and the entries known to hold the smallest count. Not
+// safe for concurrent use.
+//
+// A new key takes over a counter with the smallest count. Rather than
+// keep the counters ordered (a heap sifted on every take-over), the
+// summary gathers, by one scan of counts, the entries whose count is the
+// smallest, min, and takes them over one by one. Between two gatherings
+// counts only grow (a take-over adds the new key's weight to min, an
+// increment to a count; a removal, which lowers one, empties mins), so an
+// entry of mins whose count is still min holds the smallest count; one
+// whose count grew is dropped. Once mins is empty the summary gathers
+// again: a scan of 8 bytes per counter, paid for by the take-overs since
+// the last (every counter at the smallest count is one take-over without
+// a scan). Increments of keys already counted touch neither.
 type summary struct {
 	entries []entry
+	// counts[x] is entries[x]'s count: the key's estimated weight, 0 for
+	// a free entry.
+	counts []int64
 	// index maps a hash slot to the hash and 1 + the entry's index (0:
 	// empty), so that probing reads no entry. Linear probing; deletion
 	// shifts back, so there are no tombstones.
 	index []slot
-	// heap holds entry indices with their counts as of their last move
-	// (at most the entries' counts), smallest first; pos is the inverse.
-	heap []node
-	pos  []uint16
+	// mins are entries whose count was min when gathered, the smallest
+	// then; see summary.
+	mins []uint16
+	min  int64
 	// total is the weight observed in this summary.
 	total int64
 }
@@ -77,20 +89,14 @@ func newSummary(capacity int) *summary {
 	for n < 2*capacity {
 		n <<= 1
 	}
-	s := &summary{entries: make([]entry, capacity), index: make([]slot, n), heap: make([]node, capacity), pos: make([]uint16, capacity)}
-	for i := range s.heap {
-		s.heap[i], s.pos[i] = node{x: uint16(i)}, uint16(i)
-	}
-	return s
+	return &summary{entries: make([]entry, capacity), counts: make([]int64, capacity), index: make([]slot, n), mins: make([]uint16, 0, capacity)}
 }
 
 // reset forgets every key.
 func (s *summary) reset() {
-	clear(s.entries)
+	clear(s.counts)
 	clear(s.index)
-	for i := range s.heap {
-		s.heap[i], s.pos[i] = node{x: uint16(i)}, uint16(i)
-	}
+	s.mins = s.mins[:0]
 	s.total = 0
 }
 
@@ -117,61 +123,73 @@ func (s *summary) find(hash uint64) *entry {
 	return nil
 }
 
-// add counts o: its entry's count grows by o.weight, or the smallest
-// counter is taken over.
+// add counts o: its entry's count grows by o.weight (> 0), or a counter
+// with the smallest count is taken over.
 func (s *summary) add(o *obs) {
 	s.total += o.weight
 	i, ok := s.slot(o.hash)
 	if ok {
 		x := int(s.index[i].x - 1)
+		s.counts[x] += o.weight
 		e := &s.entries[x]
-		e.count += o.weight
 		e.last, e.shadow, e.peak = o.now, o.shadow, max(e.peak, o.peak)
-		return // the heap catches up when a counter is taken over
+		return
 	}
-	s.freshen()
-	x := int(s.heap[0].x)
+	x := s.smallest()
+	c := s.counts[x]
 	e := &s.entries[x]
-	if e.count > 0 {
+	if c > 0 {
 		s.unindex(e.hash)
 		i, _ = s.slot(o.hash) // the shift may have moved the empty slot
 	}
 	since := o.now
-	if o.inherit != nil {
+	if o.inherit != nil && o.inherit.total > 0 {
 		if p := o.inherit.find(o.hash); p != nil {
 			since = p.since
 		}
 	}
-	*e = entry{hash: o.hash, count: e.count + o.weight, err: e.count, since: since, last: o.now, peak: o.peak, shadow: o.shadow}
+	s.counts[x] = c + o.weight
+	// Field by field: the key's bytes past its length are left as they
+	// were (never read), not cleared.
+	e.hash, e.err = o.hash, c
+	e.since, e.last, e.peak, e.shadow = since, o.now, o.peak, o.shadow
 	e.setKey(o.key)
 	s.index[i] = slot{hash: o.hash, x: uint16(x + 1)}
-	s.heap[0].count = e.count
-	s.down(0)
 }
 
-// freshen makes the heap's smallest count the smallest of all entries.
-// The heap orders the counts the entries had when it last moved them: an
-// increment leaves it as it is (it costs a sift down the heap, which most
-// observations, of keys already counted, need not pay), so a count there
-// is at most the entry's. Raising the top's count to its entry's and
-// sifting it down until the top is current leaves at the top an entry
-// whose count is at most every other heap count, so at most every other
-// entry's. Each sift is paid for by increments since the last one.
-func (s *summary) freshen() {
+// smallest returns an entry with the smallest count, taking it out of
+// mins (its count is about to grow).
+func (s *summary) smallest() int {
 	for {
-		top := &s.heap[0]
-		c := s.entries[top.x].count
-		if c == top.count {
-			return
+		for n := len(s.mins); n > 0; n-- {
+			x := s.mins[n-1]
+			s.mins = s.mins[:n-1]
+			if s.counts[x] == s.min {
+				return int(x)
+			}
 		}
-		top.count = c
-		s.down(0)
+		s.gather()
 	}
+}
+
+// gather makes mins the entries with the smallest count, min, in one
+// pass over counts.
+func (s *summary) gather() {
+	m, mins := int64(math.MaxInt64), s.mins[:0]
+	for x, c := range s.counts {
+		if c <= m {
+			if c < m {
+				m, mins = c, mins[:0]
+			}
+			mins = append(mins, uint16(x))
+		}
+	}
+	s.mins, s.min = mins, m
 }
 
 func (e *entry) setKey(key string) {
 	if len(key) <= KeyBytes {
-		e.klen = uint8(copy(e.key[:], key))
+		e.long, e.klen = false, uint8(copy(e.key[:], key))
 		return
 	}
 	e.long, e.klen = true, uint8(copy(e.key[:], key))
@@ -179,7 +197,8 @@ func (e *entry) setKey(key string) {
 	copy(e.digest[:], sum[:8])
 }
 
-// remove forgets hash, if counted: its entry becomes free.
+// remove forgets hash, if counted: its entry becomes free, and mins is
+// emptied (the free entry's count is below min).
 func (s *summary) remove(hash uint64) {
 	i, ok := s.slot(hash)
 	if !ok {
@@ -187,10 +206,8 @@ func (s *summary) remove(hash uint64) {
 	}
 	x := int(s.index[i].x - 1)
 	s.unindex(hash)
-	s.entries[x] = entry{}
-	p := int(s.pos[x])
-	s.heap[p].count = 0
-	s.up(p)
+	s.counts[x] = 0
+	s.mins = s.mins[:0]
 }
 
 // unindex deletes hash from the index, shifting back the entries probed
@@ -219,44 +236,5 @@ func (s *summary) unindex(hash uint64) {
 		}
 		s.index[i] = s.index[j]
 		i = j
-	}
-}
-
-func (s *summary) less(a, b int) bool {
-	return s.heap[a].count < s.heap[b].count
-}
-
-func (s *summary) swap(a, b int) {
-	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
-	s.pos[s.heap[a].x], s.pos[s.heap[b].x] = uint16(a), uint16(b)
-}
-
-func (s *summary) down(i int) {
-	n := len(s.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && s.less(r, l) {
-			m = r
-		}
-		if !s.less(m, i) {
-			return
-		}
-		s.swap(i, m)
-		i = m
-	}
-}
-
-func (s *summary) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			return
-		}
-		s.swap(i, p)
-		i = p
 	}
 }

@@ -24,6 +24,8 @@ const (
 	DefaultHistory   = 5 * time.Minute
 	DefaultSample    = 32
 	DefaultTick      = 100 * time.Millisecond
+	DefaultBudget    = 4096
+	maxShift         = 10
 	maxCapacity      = 1024
 	maxBuckets       = 60
 	maxHistorySecond = 3600
@@ -52,14 +54,23 @@ type Options struct {
 	// Sample is, for a Limiter, how many allowed checks that are not near a
 	// limit stand for one observed: one in Sample, drawn at random, is
 	// observed with its cost and count multiplied by Sample. Denials and
-	// near-limit checks are all observed. 1 observes every check. At most
-	// 1024. Default 32.
+	// near-limit checks are all observed (below Budget). 1 observes every
+	// check. At most 1024. Default 32.
 	Sample int
 	// Now is the clock. Default time.Now. A Set running its clock (Set.Run)
 	// reads it every Tick instead of on every observation.
 	Now func() time.Time
 	// Tick is how often a running Set reads Now. Default 100ms.
 	Tick time.Duration
+	// Budget bounds what observing costs under a flood: the observations
+	// a tracker's shard makes per second before it samples. Beyond it, a
+	// shard observes one check in 2, 4, ... up to 1024 (the fewest that
+	// keep it within Budget, from the rate of the second before, doubled
+	// within a second each time Budget more are made), drawn at random
+	// and counted as many times (checks and weights alike). Below it,
+	// every denial and near-limit check is observed. 1 to 2^30. Default
+	// 4096.
+	Budget int
 }
 
 func (o *Options) defaults() error {
@@ -87,6 +98,9 @@ func (o *Options) defaults() error {
 	if o.Tick == 0 {
 		o.Tick = DefaultTick
 	}
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
 	switch {
 	case o.Capacity < 1 || o.Capacity > maxCapacity:
 		return errors.New("top: capacity must be between 1 and 1024")
@@ -100,6 +114,8 @@ func (o *Options) defaults() error {
 		return errors.New("top: sample must be between 1 and 1024")
 	case o.Tick < 0:
 		return errors.New("top: tick must be positive")
+	case o.Budget < 1 || o.Budget > 1<<30:
+		return errors.New("top: budget must be between 1 and 2^30")
 	case o.History < time.Second || o.History > maxHistorySecond*time.Second:
 		return errors.New("top: history must be between 1s and 1h")
 	}
@@ -176,6 +192,20 @@ type shard struct {
 	// observation, which began at secStart (Unix ns).
 	sec      int
 	secStart int64
+	// flood is the shard's sampling under a flood (Options.Budget): one
+	// check in 2^shift is observed, counted 2^shift times; shift is its
+	// low 8 bits, the rest the second (Unix) it was set in. It lapses
+	// after a whole second more without an observation, so that a shard
+	// whose flood ended does not keep sampling a trickle. Written under
+	// mu, read without it before the key is hashed.
+	flood atomic.Uint64
+	// budgetSec is the second (Unix) that observed and candidates count:
+	// the observations made in it since the shift last changed, and the
+	// checks they stand for (each 2^shift) that would have been observed
+	// without a flood.
+	budgetSec            int64
+	observed, candidates int64
+	observedTotal        int64 // every observation made, for tests
 	// The fields above, written by every observation, share no cache
 	// line with the next shard's.
 	_ [64]byte
@@ -220,7 +250,7 @@ func newTracker(opts Options, n int) (*Tracker, error) {
 func (t *Tracker) Bytes() int {
 	sh := &t.shards[0]
 	s := sh.buckets[0][0]
-	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + len(s.index)*int(unsafe.Sizeof(slot{})) + len(s.heap)*int(unsafe.Sizeof(node{})) + 2*len(s.pos) + int(unsafe.Sizeof(summary{}))
+	per := len(s.entries)*int(unsafe.Sizeof(entry{})) + 8*len(s.counts) + len(s.index)*int(unsafe.Sizeof(slot{})) + 2*cap(s.mins) + int(unsafe.Sizeof(summary{}))
 	perShard := len(sh.buckets)*nLists*per + len(sh.seconds)*int(unsafe.Sizeof(second{})) + int(unsafe.Sizeof(shard{}))
 	return len(t.shards)*perShard + int(unsafe.Sizeof(Tracker{}))
 }
@@ -250,14 +280,84 @@ func (t *Tracker) now() int64 {
 // observe records a check that stands for scale checks (a sample): an
 // allowed check counts scale times its cost and scale allowed checks.
 func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
-	t.observeIn(uint(procID()), key, r, cost, usage, scale)
+	if sh, k, ok := t.draw(); ok {
+		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
+	}
+}
+
+// draw picks the shard of the calling goroutine's P and whether, under
+// its shift k (Options.Budget), the check is observed.
+func (t *Tracker) draw() (sh *shard, k uint32, ok bool) {
+	p := procPin()
+	procUnpin()
+	sh = &t.shards[uint(p)%uint(len(t.shards))]
+	// As drawIn, written out: a check under a flood pays no call here.
+	f := sh.flood.Load()
+	if f == 0 {
+		return sh, 0, true
+	}
+	if c := t.clock; c == nil || c.Load() == 0 {
+		k = shiftAt(f, t.now())
+	} else {
+		k = uint32(f & 0xff)
+	}
+	return sh, k, k == 0 || cheaprand()&(1<<k-1) == 0
+}
+
+// drawIn is draw in shard sh.
+func (t *Tracker) drawIn(sh *shard) (k uint32, ok bool) {
+	k = t.shift(sh)
+	// A flood: one check in 2^k is observed, drawn before anything else
+	// is paid.
+	return k, k == 0 || cheaprand()&(1<<k-1) == 0
+}
+
+// shift returns sh's shift now: 0 without a flood, or once it lapsed.
+// A running Set lapses floods on its clock's tick (Set.Run); otherwise
+// the clock is read here.
+func (t *Tracker) shift(sh *shard) uint32 {
+	f := sh.flood.Load()
+	if f == 0 {
+		return 0
+	}
+	if c := t.clock; c == nil || c.Load() == 0 {
+		return shiftAt(f, t.now())
+	}
+	return uint32(f & 0xff)
+}
+
+// shiftAt is the shift of flood f at now (Unix ns): 0 once it lapsed,
+// after a whole second more than the one it was set in.
+func shiftAt(f uint64, now int64) uint32 {
+	if now/1e9 > int64(f>>8)+1 {
+		return 0 // the next observation sets it again
+	}
+	return uint32(f & 0xff)
+}
+
+// lapse ends the floods of the shards that lapsed at now.
+func (t *Tracker) lapse(now int64) {
+	for i := range t.shards {
+		f := &t.shards[i].flood
+		if v := f.Load(); v != 0 && shiftAt(v, now) == 0 {
+			f.CompareAndSwap(v, 0) // unless an observation set it again
+		}
+	}
 }
 
 // observeIn is observe into shard p (modulo the shards).
 func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage float64, scale int64) {
+	sh := &t.shards[p%uint(len(t.shards))]
+	if k, ok := t.drawIn(sh); ok {
+		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
+	}
+}
+
+// observeShard records into sh a check drawn at shift k that stands for
+// scale checks.
+func (t *Tracker) observeShard(sh *shard, k uint32, key string, r Result, cost int64, usage float64, scale int64) {
 	now := t.now()
 	o := obs{hash: maphash.String(t.seed, key), key: key, now: now}
-	sh := &t.shards[p%uint(len(t.shards))]
 	if !sh.mu.TryLock() {
 		// Another check or a snapshot holds the shard: rather than make
 		// a decision wait on diagnostics, count the observation as missed.
@@ -265,7 +365,46 @@ func (t *Tracker) observeIn(p uint, key string, r Result, cost int64, usage floa
 		return
 	}
 	sh.record(t, &o, r, cost, usage, scale)
+	sh.budget(t, now, k)
 	sh.mu.Unlock()
+}
+
+// budget counts one observation made at shift k and sets the shift for
+// the next: at a new second, the fewest doublings that would have kept
+// the second before within Options.Budget (none after a second without
+// observations); within a second, one more doubling each time Budget
+// observations are made.
+func (sh *shard) budget(t *Tracker, now int64, k uint32) {
+	sh.observedTotal++
+	budget := int64(t.opts.Budget)
+	if u := now / 1e9; u != sh.budgetSec {
+		next := uint32(0)
+		if u == sh.budgetSec+1 {
+			for next < maxShift && sh.candidates>>next > budget {
+				next++
+			}
+		}
+		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
+		sh.setShift(u, next)
+		if next != k {
+			return // this observation was drawn at the old shift
+		}
+	}
+	sh.observed++
+	sh.candidates += 1 << k
+	if sh.observed > budget && k < maxShift {
+		sh.setShift(sh.budgetSec, k+1)
+		sh.observed = 0
+	}
+}
+
+// setShift makes k the shift, set in second u.
+func (sh *shard) setShift(u int64, k uint32) {
+	if k == 0 {
+		sh.flood.Store(0)
+		return
+	}
+	sh.flood.Store(uint64(u)<<8 | uint64(k))
 }
 
 // record is observe under the shard's lock.
@@ -278,15 +417,15 @@ func (sh *shard) record(t *Tracker, o *obs, r Result, cost int64, usage float64,
 	case Allowed:
 		sec.allowed += scale
 	case Denied:
-		sec.denied++
+		sec.denied += scale
 	case ShadowDenied:
-		sec.shadow++
+		sec.shadow += scale
 	case Refused:
-		sec.denied++
+		sec.denied += scale
 		return
 	}
 	if r == Denied || r == ShadowDenied {
-		o.weight, o.shadow, o.inherit = 1, r == ShadowDenied, sh.previous(listDenied)
+		o.weight, o.shadow, o.inherit = scale, r == ShadowDenied, sh.previous(listDenied)
 		b[listDenied].add(o)
 		o.shadow, o.inherit = false, nil
 	}
@@ -298,7 +437,7 @@ func (sh *shard) record(t *Tracker, o *obs, r Result, cost int64, usage float64,
 		b[listAdmitted].add(o)
 	}
 	if usage >= t.opts.Near {
-		o.weight, o.peak, o.inherit = 1, int64(usage*1e6), sh.previous(listNear)
+		o.weight, o.peak, o.inherit = scale, int64(usage*1e6), sh.previous(listNear)
 		b[listNear].add(o)
 	}
 }
@@ -348,6 +487,18 @@ func (sh *shard) advance(now, bucket int64) {
 	sh.epoch = e
 }
 
+// observations returns the observations made since the tracker was
+// made (for tests).
+func (t *Tracker) observations() int64 {
+	t.lock()
+	defer t.unlock()
+	var n int64
+	for i := range t.shards {
+		n += t.shards[i].observedTotal
+	}
+	return n
+}
+
 // lock locks every shard, in order.
 func (t *Tracker) lock() {
 	for i := range t.shards {
@@ -385,7 +536,7 @@ func (t *Tracker) Lookup(id string) (string, bool) {
 			for _, s := range b {
 				for i := range s.entries {
 					e := &s.entries[i]
-					if e.count > 0 && !e.long && keyname.Of(e.keyString()) == id {
+					if s.counts[i] > 0 && !e.long && keyname.Of(e.keyString()) == id {
 						return e.keyString(), true
 					}
 				}
@@ -455,6 +606,11 @@ type Snapshot struct {
 	// The lists and the per-second counts leave them out; a count's error
 	// may exceed its bound by at most the weight missed.
 	Missed int64 `json:"missed"`
+	// Sampling is how many checks one observation stands for now under a
+	// flood (Options.Budget), the largest over the shards: 1 while every
+	// denial and near-limit check is observed; 2 to 1024 while a shard
+	// samples, when every count and rate is an estimate.
+	Sampling int64 `json:"sampling"`
 }
 
 // Snapshot returns the top n keys of each list and the history.
@@ -465,7 +621,10 @@ func (t *Tracker) Snapshot(n int) Snapshot {
 	for i := range t.shards {
 		t.shards[i].advance(now, t.bucket)
 	}
-	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load()}
+	s := Snapshot{Capacity: t.opts.Capacity, Missed: t.missed.Load(), Sampling: 1}
+	for i := range t.shards {
+		s.Sampling = max(s.Sampling, int64(1)<<shiftAt(t.shards[i].flood.Load(), now))
+	}
 	// The buckets still in the window: the current one and the ones
 	// before it, back to Period.
 	sh0 := &t.shards[0]
@@ -516,7 +675,7 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 			*total += s.total
 			for i := range s.entries {
 				e := &s.entries[i]
-				if e.count == 0 {
+				if s.counts[i] == 0 {
 					continue
 				}
 				a := m[e.hash]
@@ -527,7 +686,7 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 				if e.last > a.last {
 					a.e = e
 				}
-				a.count += e.count
+				a.count += s.counts[i]
 				a.err += e.err
 				a.since, a.last, a.peak = min(a.since, e.since), max(a.last, e.last), max(a.peak, e.peak)
 			}

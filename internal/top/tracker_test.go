@@ -42,7 +42,9 @@ func TestAccuracyZipf(t *testing.T) {
 		for _, shards := range []int{1, 3} {
 			t.Run(tc.name+",shards="+strconv.Itoa(shards), func(t *testing.T) {
 				clk := newClock()
-				tr, err := newTracker(Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now}, shards)
+				// No flood sampling: this is the Space-Saving bound alone
+				// (TestFloodAccuracy tests the two together).
+				tr, err := newTracker(Options{Capacity: tc.capacity, Buckets: 4, Period: 4 * time.Second, Now: clk.now, Budget: 1 << 30}, shards)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,24 +220,52 @@ func TestKeysHidden(t *testing.T) {
 	}
 }
 
-// TestSummaryChurn drives one summary through many insertions, removals
-// and take-overs and checks its index and heap stay consistent: the
-// heap's counts at most the entries' (they lag), and in heap order.
+// TestSummaryChurn drives summaries through many insertions, removals
+// and take-overs, with unit and varied weights, and checks that their
+// index stays consistent and that every take-over took a counter with
+// the smallest count (what the Space-Saving bound rests on).
 func TestSummaryChurn(t *testing.T) {
-	s := newSummary(16)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range 100_000 {
-		h := rng.Uint64N(64) * 0x9e3779b97f4a7c15 // collide in the index
-		if i%7 == 0 {
-			s.remove(h)
-		} else {
-			s.add(&obs{hash: h, key: "k", weight: 1 + int64(rng.IntN(3))})
-		}
-		if i%1000 == 0 {
+	for _, maxWeight := range []int{1, 3, 100} {
+		t.Run("weights-1-to-"+strconv.Itoa(maxWeight), func(t *testing.T) {
+			s := newSummary(16)
+			rng := rand.New(rand.NewPCG(3, uint64(maxWeight)))
+			for i := range 100_000 {
+				h := rng.Uint64N(64) * 0x9e3779b97f4a7c15 // collide in the index
+				if i%7 == 0 {
+					s.remove(h)
+				} else {
+					addChecked(t, s, &obs{hash: h, key: "k", weight: 1 + int64(rng.IntN(maxWeight))})
+				}
+				if i%1000 == 0 {
+					checkSummary(t, s)
+				}
+			}
 			checkSummary(t, s)
-		}
+		})
 	}
-	checkSummary(t, s)
+}
+
+// addChecked adds o to s and checks that a key new to s took over a
+// counter whose count was the smallest, and that the total grew by the
+// weight.
+func addChecked(t *testing.T, s *summary, o *obs) {
+	t.Helper()
+	total, counted := s.total, s.find(o.hash) != nil
+	smallest := slices.Min(s.counts)
+	s.add(o)
+	if s.total != total+o.weight {
+		t.Fatalf("total %d after adding %d to %d", s.total, o.weight, total)
+	}
+	if counted {
+		return
+	}
+	e := s.find(o.hash)
+	if e == nil {
+		t.Fatalf("a new key is not counted after add")
+	}
+	if e.err != smallest {
+		t.Fatalf("a new key took over a counter of %d; the smallest was %d", e.err, smallest)
+	}
 }
 
 func checkSummary(t *testing.T, s *summary) {
@@ -247,7 +277,7 @@ func checkSummary(t *testing.T, s *summary) {
 		}
 		indexed++
 		e := &s.entries[x.x-1]
-		if e.count == 0 || e.hash != x.hash {
+		if s.counts[x.x-1] == 0 || e.hash != x.hash {
 			t.Fatalf("slot %d indexes a free entry, or under another hash", i)
 		}
 		if got := s.find(e.hash); got != e {
@@ -255,29 +285,16 @@ func checkSummary(t *testing.T, s *summary) {
 		}
 	}
 	used := 0
-	for i := range s.entries {
-		if s.entries[i].count > 0 {
+	for _, c := range s.counts {
+		if c > 0 {
 			used++
 		}
-		if n := s.heap[s.pos[i]]; int(n.x) != i || n.count > s.entries[i].count || n.count < 0 {
-			t.Fatalf("pos[%d] = %d but heap[%d] = %+v (count %d)", i, s.pos[i], s.pos[i], n, s.entries[i].count)
-		}
-	}
-	// Freshened, the heap's top is the smallest counter, the one a new
-	// key takes over.
-	s.freshen()
-	for i := range s.entries {
-		if c := s.entries[i].count; c < s.entries[s.heap[0].x].count {
-			t.Fatalf("after freshen, the heap's top counts %d but entry %d counts %d", s.entries[s.heap[0].x].count, i, c)
+		if len(s.mins) > 0 && c < s.min {
+			t.Fatalf("a count of %d is below min %d while mins holds %d entries", c, s.min, len(s.mins))
 		}
 	}
 	if used != indexed {
 		t.Fatalf("%d entries in use, %d indexed", used, indexed)
-	}
-	for i := 1; i < len(s.heap); i++ {
-		if s.less(i, (i-1)/2) {
-			t.Fatalf("heap order broken at %d", i)
-		}
 	}
 }
 
@@ -301,7 +318,7 @@ func TestBytes(t *testing.T) {
 // the exact top 3.
 func TestSampledAccuracy(t *testing.T) {
 	clk := newClock()
-	set, err := NewSet(Options{Sample: 32, Now: clk.now})
+	set, err := NewSet(Options{Sample: 32, Now: clk.now, Budget: 1 << 30}) // the draw of Sample alone
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,5 +392,144 @@ func TestSecondsFollowTheClock(t *testing.T) {
 	step(3 * time.Second) // second 4, in the slot of second 1
 	if got := counts(); !slices.Equal(got, []int64{0, 0, 1}) {
 		t.Errorf("3 s later: denials per second = %v, want [0 0 1]", got)
+	}
+}
+
+// TestFloodAccuracy checks the lists under a flood of denials beyond
+// Options.Budget against an exact count: 2,000,000 denials over 50,000
+// keys drawn from a Zipf law (s=1.1), 100,000 a second for 20 s, into a
+// tracker of one shard with a budget of 2,000 observations a second and
+// one bucket of 20 s. The shard must sample (observing at most about
+// 2 × Budget a second, plus one Budget per doubling in the first
+// second), and each of the top 10 keys' counts must lie within the
+// stated bound: N/Capacity plus 5 standard deviations of the draw,
+// sqrt(2^shift × count), with the top 3 the exact top 3 and the total
+// within 5 standard deviations of the truth.
+func TestFloodAccuracy(t *testing.T) {
+	clk := newClock()
+	const budget, perSecond, seconds = 2000, 100_000, 20
+	tr, err := newTracker(Options{Capacity: 64, Buckets: 1, Period: seconds * time.Second, Now: clk.now, Budget: budget}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	zipf := rand.NewZipf(rng, 1.1, 1, 49_999)
+	exact := map[string]int64{}
+	for range seconds {
+		for range perSecond {
+			k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+			exact[k]++
+			tr.observeIn(0, k, Denied, 1, 1, 1)
+			clk.add(time.Second / perSecond)
+		}
+	}
+	clk.add(-time.Second / perSecond) // still in the bucket
+	sh := &tr.shards[0]
+	shift := tr.shift(sh)
+	// At most maxShift+1 budgets in the first second (one per doubling),
+	// then about one budget a second once the shift is set from a whole
+	// second: twice that allows for the draw's spread.
+	if max := int64(budget*(maxShift+1) + 2*budget*(seconds-1)); sh.observedTotal > max || shift == 0 {
+		t.Errorf("observed %d of %d denials (shift %d), want at most %d and sampling", sh.observedTotal, perSecond*seconds, shift, max)
+	}
+	snap := tr.Snapshot(10)
+	if snap.Sampling != int64(1)<<shift {
+		t.Errorf("snapshot sampling %d, want %d", snap.Sampling, int64(1)<<shift)
+	}
+	n := float64(perSecond * seconds)
+	q := float64(int64(1) << shift)
+	if diff, tol := math.Abs(float64(snap.DeniedTotal)-n), 5*math.Sqrt(q*n); diff > tol {
+		t.Errorf("denied total %d, want %.0f within %.0f", snap.DeniedTotal, n, tol)
+	}
+	byID := map[string]string{}
+	for k := range exact {
+		byID[keyname.Of(k)] = k
+	}
+	keys := slices.SortedFunc(func(yield func(string) bool) {
+		for k := range exact {
+			if !yield(k) {
+				return
+			}
+		}
+	}, func(a, b string) int { return int(exact[b] - exact[a]) })
+	bound := float64(snap.DeniedTotal) / float64(snap.Capacity)
+	for i, k := range snap.Denied {
+		key := byID[k.ID]
+		tol := bound + 5*math.Sqrt(q*float64(exact[key]))
+		if diff := math.Abs(float64(k.Count - exact[key])); diff > tol {
+			t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", key, k.Count, exact[key], diff, tol)
+		}
+		if i < 3 && key != keys[i] {
+			t.Errorf("top[%d] = %s, exact top[%d] = %s", i, key, i, keys[i])
+		}
+	}
+	last := snap.Seconds[len(snap.Seconds)-2] // the last whole second
+	if diff, tol := math.Abs(float64(last.Denied-perSecond)), 5*math.Sqrt(q*perSecond); diff > tol {
+		t.Errorf("denials in the last whole second: %d, want %d within %.0f", last.Denied, perSecond, tol)
+	}
+	t.Logf("observed %d of %.0f (shift %d); N/k = %.0f; top %s estimate %d exact %d", sh.observedTotal, n, shift, bound, byID[snap.Denied[0].ID], snap.Denied[0].Count, exact[keys[0]])
+}
+
+// TestBudgetExactBelow checks that below the budget nothing is sampled:
+// 1,000 denials a second for 5 s against a budget of 4,096 are all
+// counted, exactly.
+func TestBudgetExactBelow(t *testing.T) {
+	clk := newClock()
+	tr, err := newTracker(Options{Buckets: 1, Period: 10 * time.Second, Now: clk.now, ShowKeys: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5000 {
+		tr.observeIn(0, "k"+strconv.Itoa(i%10), Denied, 1, 1, 1)
+		clk.add(time.Millisecond)
+	}
+	snap := tr.Snapshot(10)
+	if snap.DeniedTotal != 5000 || tr.shards[0].observedTotal != 5000 || len(snap.Denied) != 10 || snap.Sampling != 1 {
+		t.Fatalf("denied total %d, observed %d, %d keys, sampling %d; want 5000, 5000, 10, 1", snap.DeniedTotal, tr.shards[0].observedTotal, len(snap.Denied), snap.Sampling)
+	}
+	for _, k := range snap.Denied {
+		if k.Count != 500 || k.Error != 0 {
+			t.Errorf("%s: count %d error %d, want 500 and 0", k.Key, k.Count, k.Error)
+		}
+	}
+}
+
+// TestFloodLapses checks that a shard's sampling ends with its flood: a
+// flood of denials, then 5 s without any (the flood leaves the window),
+// then 20 denials of new keys at a trickle (one each 10 ms) are all
+// counted, exactly; and that the snapshot says so.
+func TestFloodLapses(t *testing.T) {
+	clk := newClock()
+	tr, err := newTracker(Options{Buckets: 4, Period: 4 * time.Second, Now: clk.now, Budget: 100, ShowKeys: true}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200_000 { // 100,000 a second for 2 s
+		tr.observeIn(0, "flood-"+strconv.Itoa(i%1000), Denied, 1, 1, 1)
+		clk.add(10 * time.Microsecond)
+	}
+	if got := tr.Snapshot(1).Sampling; got < 2 {
+		t.Fatalf("sampling %d during the flood, want at least 2", got)
+	}
+	clk.add(5 * time.Second)
+	if got := tr.Snapshot(1).Sampling; got != 1 {
+		t.Errorf("sampling %d 5 s after the flood, want 1", got)
+	}
+	for i := range 20 {
+		tr.observeIn(0, "trickle-"+strconv.Itoa(i), Denied, 1, 1, 1)
+		clk.add(10 * time.Millisecond)
+	}
+	snap := tr.Snapshot(1000)
+	n := 0
+	for _, k := range snap.Denied {
+		if strings.HasPrefix(k.Key, "trickle-") {
+			n++
+			if k.Count != 1 {
+				t.Errorf("%s: count %d, want 1", k.Key, k.Count)
+			}
+		}
+	}
+	if n != 20 {
+		t.Errorf("%d of the 20 trickling keys listed, want all", n)
 	}
 }
