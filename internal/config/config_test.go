@@ -479,8 +479,11 @@ func TestManyProblemsStayLinear(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	small := min(parse(1500), parse(1500))
-	if big := parse(15000); big > 40*small+time.Second {
+	// The fastest of three runs of each size: a machine busy with other
+	// work stretches single runs (this failed once at load 20), never the
+	// fastest of several; quadratic work stretches all of them.
+	small := min(parse(1500), parse(1500), parse(1500))
+	if big := min(parse(15000), parse(15000), parse(15000)); big > 40*small+time.Second {
 		t.Errorf("Parse took %v for 15,000 zones, %v for 1,500: not linear", big, small)
 	}
 }
