@@ -138,6 +138,9 @@ func writeTop(w io.Writer, rep *server.TopReport, base string) {
 	for _, z := range rep.Zones {
 		fmt.Fprintf(w, "\n%s  %s  allowed %.1f/s  denied %.1f/s  shadow-denied %.1f/s  (lists over %s)\n",
 			z.Name, cmp.Or(strings.Join(z.Limits, ", "), z.Kind), z.Rates.Allowed, z.Rates.Denied, z.Rates.ShadowDenied, z.Window.Round(time.Second))
+		if z.Sampling > 1 {
+			fmt.Fprintf(w, "  flood: 1 check in %d observed, counts and rates estimated\n", z.Sampling)
+		}
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		row := func(list, key, count, extra string) { fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", list, key, count, extra) }
 		row("LIST", "KEY", "COUNT", "")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // TestTop runs "sluice serve" with an admin listener and a token, pushes
@@ -79,4 +80,19 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// TestTopSaysSampling: a zone whose tracker samples under a flood says so
+// in the text view (its counts are estimates then); one that does not,
+// says nothing.
+func TestTopSaysSampling(t *testing.T) {
+	for _, sampling := range []int64{1, 16} {
+		rep := &server.TopReport{Zones: []server.TopZone{{Name: "api"}}}
+		rep.Zones[0].Sampling = sampling
+		var b bytes.Buffer
+		writeTop(&b, rep, "http://x")
+		if got, want := strings.Contains(b.String(), "1 check in 16 observed"), sampling > 1; got != want {
+			t.Errorf("sampling %d: said %v, want %v:\n%s", sampling, got, want, &b)
+		}
+	}
 }

@@ -75,6 +75,7 @@ function zoneCard(z, now) {
   if (z.shadow) meta.push("shadow");
   if (z.failure) meta.push("failure " + z.failure);
   if (z.mode && z.mode !== "sync") meta.push(z.mode);
+  if (z.sampling > 1) meta.push("flood: 1 check in " + z.sampling + " observed, counts estimated");
   card.append(el("h2", {}, z.name), el("div", { class: "meta" }, meta.join(" · ")));
   card.append(el("div", { class: "rates" },
     el("span", { class: "allowed" }, z.rates.allowed.toFixed(1) + " allowed/s"),
