@@ -44,7 +44,9 @@ func (r *ring) count(k int64) int64 {
 }
 
 // window returns the oldest bucket's cost, count(b−n), and the sum of the n
-// newer ones, count(b−n+1 … b): the two terms of Used at bucket b.
+// newer ones, count(b−n+1 … b): the two terms of Used at bucket b. The kept
+// ones are at most two runs of consecutive slots, summed without a test
+// per slot.
 func (r *ring) window(b, n int64) (old, sum int64) {
 	size := int64(len(r.counts))
 	lo, hi := max(b-n+1, r.head-size+1), min(b, r.head) // the kept ones
@@ -53,11 +55,15 @@ func (r *ring) window(b, n int64) (old, sum int64) {
 		if i < 0 {
 			i += size
 		}
-		for range hi - lo + 1 {
-			sum += r.counts[i]
-			if i++; i == size {
-				i = 0
+		end := i + hi - lo + 1
+		if end > size {
+			for _, c := range r.counts[:end-size] {
+				sum += c
 			}
+			end = size
+		}
+		for _, c := range r.counts[i:end] {
+			sum += c
 		}
 	}
 	return r.count(b - n), sum
@@ -88,10 +94,11 @@ func (s *Buckets) at(p Params, now int64) (b, e int64) {
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	b, e := s.at(p, now)
 	v := s.ring()
-	old, sum := v.window(b, p.Window/p.Bucket)
-	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, now)}
+	n := p.Window / p.Bucket
+	old, sum := v.window(b, n)
+	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, n, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
-		r.RetryAfter = v.retryAfter(p, b, e, sum, cost)
+		r.RetryAfter = v.retryAfter(p, n, b, e, sum, cost)
 	}
 	return r
 }
@@ -100,9 +107,62 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 // the oldest bucket's weight falls, linearly, so each step solves
 // old·(R − e)/R + rest + cost ≤ Rate for e. Once every kept bucket has left
 // the window any cost ≤ Rate fits, so the walk ends within n+1 steps.
-// sum is Σ count(b−n+1 … b) (ring.window).
-func (s *ring) retryAfter(p Params, b, e, sum, cost int64) int64 {
-	n, r := p.Window/p.Bucket, p.Bucket
+// sum is Σ count(b−n+1 … b) (ring.window), n is Window/Bucket.
+//
+// With a ring of n+1 buckets (but an empty one), b at or after Head
+// (always, but for an empty ring) and cost ≤ Rate,
+// the oldest bucket of each step is the next slot of the ring, read in turn
+// (bucket k−n is slot Head's + 1 + k − Head, as n ≡ −1 mod n+1) and the
+// steps after b only take it off; otherwise retryAfterSkip walks.
+// TestBucketsRetrySkipIsStepByStep holds both to the step-by-step walk.
+func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
+	size := int64(len(s.counts))
+	if size != n+1 || b < s.head || b > s.head+n || cost > p.Rate {
+		return s.retryAfterSkip(p, n, b, e, sum, cost)
+	}
+	r := p.Bucket
+	rest := sum
+	i := s.slot + 1 + (b - s.head) // the slot of bucket b−n: < 2·size
+	if i >= size {
+		i -= size
+	}
+	old, start := s.counts[i], e // step k = b
+	for k := b; ; {
+		if room := p.Rate - rest - cost; room >= 0 {
+			at := float64(start)
+			if old > 0 {
+				at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
+			}
+			if at < float64(r) {
+				return ceilMicros(float64((k-b)*r-e) + at)
+			}
+		}
+		// Step k+1: bucket k+1−n leaves, if it is kept. Until the
+		// usage fits, the empty ones change nothing: pass them.
+		k, old, start = k+1, 0, 0
+		if k-n <= s.head {
+			if i++; i == size {
+				i = 0
+			}
+			if old = s.counts[i]; old == 0 && p.Rate-rest-cost < 0 {
+				// rest > 0: a kept bucket up to Head has a cost.
+				for last := s.head + n; old == 0 && k < last; {
+					k++
+					if i++; i == size {
+						i = 0
+					}
+					old = s.counts[i]
+				}
+			}
+		}
+		rest -= old
+	}
+}
+
+// retryAfterSkip is retryAfter for any ring: the walk of every bucket
+// boundary, skipping the steps at which nothing leaves the window.
+func (s *ring) retryAfterSkip(p Params, n, b, e, sum, cost int64) int64 {
+	r := p.Bucket
 	rest := sum // Σ count(k−n+1 … k), kept as k advances
 	for k := b; ; k++ {
 		old := s.count(k - n)
@@ -156,12 +216,15 @@ func (s *ring) nextCost(j int64) int64 {
 }
 
 // resetAfter is the µs until the newest non-empty bucket has left the
-// window.
-func (s *ring) resetAfter(p Params, now int64) int64 {
-	n := p.Window / p.Bucket
+// window, n = Window/Bucket. It reads the slots from Head's backwards.
+func (s *ring) resetAfter(p Params, n, now int64) int64 {
+	i := s.slot
 	for k := s.head; k > s.head-int64(len(s.counts)); k-- {
-		if s.count(k) > 0 {
+		if s.counts[i] > 0 {
 			return max(0, (k+n+1)*p.Bucket-now)
+		}
+		if i--; i < 0 {
+			i = int64(len(s.counts)) - 1
 		}
 	}
 	return 0
@@ -177,7 +240,7 @@ func (s *Buckets) Record(p Params, now, cost int64) (float64, int64) {
 	s.add(b, n, cost)
 	v := s.ring()
 	old, sum := v.window(b, n)
-	return usedAt(p, old, sum, e), v.resetAfter(p, now)
+	return usedAt(p, old, sum, e), v.resetAfter(p, n, now)
 }
 
 // add records cost in bucket b >= Head (a clock behind records into Head,
@@ -210,17 +273,23 @@ func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
 	used := usedAt(p, old, sum, e)
 	o := Outcome{Allowed: fits(used, cost, p.Rate), Used: used}
 	if !o.Allowed {
-		o.RetryAfter = v.retryAfter(p, b, e, sum, cost)
+		o.RetryAfter = v.retryAfter(p, n, b, e, sum, cost)
 	}
 	if (o.Allowed || shadow) && cost > 0 {
-		if len(s.Counts) == 0 {
+		switch {
+		case len(s.Counts) > 0 && b == s.Head:
+			// Still the newest bucket (most checks): its slot is known.
+			s.Counts[v.slot] += cost
+		case len(s.Counts) == 0:
 			s.Counts, s.Head = make([]int64, n+1), b
+			fallthrough
+		default:
+			s.add(b, n, cost)
+			v = s.ring()
 		}
-		s.add(b, n, cost)
 		o.Used = usedAt(p, old, sum+cost, e)
-		v = s.ring()
 	}
-	o.ResetAfter = v.resetAfter(p, now)
+	o.ResetAfter = v.resetAfter(p, n, now)
 	return o
 }
 

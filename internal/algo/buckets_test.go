@@ -33,7 +33,27 @@ func (s *ring) retryAfterRef(p Params, b, e, sum, cost int64) int64 {
 	}
 }
 
-// TestBucketsRetrySkipIsStepByStep holds retryAfter's skip to the walk of
+// windowRef is ring.window bucket by bucket.
+func (r *ring) windowRef(b, n int64) (old, sum int64) {
+	for k := b - n + 1; k <= b; k++ {
+		sum += r.count(k)
+	}
+	return r.count(b - n), sum
+}
+
+// resetAfterRef is ring.resetAfter bucket by bucket.
+func (r *ring) resetAfterRef(p Params, now int64) int64 {
+	n := p.Window / p.Bucket
+	for k := r.head; k > r.head-int64(len(r.counts)); k-- {
+		if r.count(k) > 0 {
+			return max(0, (k+n+1)*p.Bucket-now)
+		}
+	}
+	return 0
+}
+
+// TestBucketsRetrySkipIsStepByStep holds retryAfter (its slot walk and its
+// skip), window and resetAfter to the walk of
 // every bucket boundary, on random rings (sparse and dense, clocks ahead of
 // the newest bucket by up to two windows) and every cost up to the rate.
 func TestBucketsRetrySkipIsStepByStep(t *testing.T) {
@@ -51,11 +71,20 @@ func TestBucketsRetrySkipIsStepByStep(t *testing.T) {
 		now += rng.Int64N(2*p.Window + 1)
 		b, e := s.at(p, now)
 		v := s.ring()
-		_, sum := v.window(b, n)
+		old, sum := v.window(b, n)
+		if o, su := v.windowRef(b, n); o != old || su != sum {
+			t.Fatalf("%+v %+v now %d: window %d %d, bucket by bucket %d %d", p, s, now, old, sum, o, su)
+		}
+		if got, want := v.resetAfter(p, n, now), v.resetAfterRef(p, now); got != want {
+			t.Fatalf("%+v %+v now %d: resetAfter %d, bucket by bucket %d", p, s, now, got, want)
+		}
 		for cost := int64(1); cost <= p.Rate; cost++ {
-			got, want := v.retryAfter(p, b, e, sum, cost), v.retryAfterRef(p, b, e, sum, cost)
+			got, want := v.retryAfter(p, n, b, e, sum, cost), v.retryAfterRef(p, b, e, sum, cost)
 			if got != want {
 				t.Fatalf("%+v %+v now %d cost %d: retryAfter %d, step by step %d", p, s, now, cost, got, want)
+			}
+			if skip := v.retryAfterSkip(p, n, b, e, sum, cost); skip != want {
+				t.Fatalf("%+v %+v now %d cost %d: retryAfterSkip %d, step by step %d", p, s, now, cost, skip, want)
 			}
 		}
 	}
