@@ -238,6 +238,9 @@ type slot struct {
 	retryAfter, resetAfter time.Duration
 	viewAt                 int64
 	blind                  bool
+	// fromRecord marks a view made from a first-sight record that created
+	// the key in the store (see recordedView): any reply replaces it.
+	fromRecord bool
 	// A denial by the store of deniedCost, which stands (for that cost or
 	// more) until deniedUntil: other traffic can only add usage.
 	deniedCost, deniedUntil int64

@@ -260,7 +260,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 // until its RetryAfter (see hold).
 func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
 	s.lastUse = max(s.lastUse, now)
-	if now < s.viewAt {
+	if now < s.viewAt && !s.fromRecord {
 		return // a later answer is already the view
 	}
 	s.key = slotKeyOf(c, i)
@@ -274,7 +274,7 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 func (s *slot) setView(r *sluice.HitResult, at int64) {
 	s.remaining, s.used = r.Remaining, r.Used
 	s.retryAfter, s.resetAfter = r.RetryAfter, r.ResetAfter
-	s.viewAt, s.blind = at, false
+	s.viewAt, s.blind, s.fromRecord = at, false, false
 	s.deniedCost, s.deniedUntil = 0, 0
 }
 

@@ -19,11 +19,15 @@ import (
 // to 0, where the state had no room for it: nothing past the limit is
 // written), to -1 when the store cannot record it and never will (its key
 // holds data of another type), or to any value below -1 when it was not
-// sent (its call failed): the caller sends those again. The Redis store
+// sent (its call failed): the caller sends those again. created, when not
+// nil (of at least len(checks)), has created[i] set when checks[i]'s record
+// created its key's state (the store held nothing of it: it holds exactly
+// recorded[i] then, what the reply to a check of that cost would say), and
+// false when the store does not know or does not tell. The Redis store
 // implements it with one script call per few hundred records, and a Guard
 // passes it through (errors.ErrUnsupported when its store does not).
 type BatchRecorder interface {
-	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error
+	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error
 }
 
 // firstBatch is the most first-sight records sent in one call: about a
@@ -272,6 +276,33 @@ func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRec
 	return a.checkSync(ctx, *c, d, now, nil)
 }
 
+// recordedView makes the view of r's key, whose record, sent at at,
+// created the key's state in the store: the store held nothing of it, so
+// it holds exactly r's cost, what the reply to a check of that cost would
+// say. The key's next checks are then decided here, from its share of
+// what remains, like those of any key with a view, instead of asking the
+// store one by one. Nothing is made when the table of slots is full, and a
+// slot that has a view keeps it. Any reply of the store about the key
+// comes from a call run after the record (the record found no state), so
+// it replaces this view whatever its time (see fromRecord).
+func (a *Async) recordedView(r *firstRecord, at int64) {
+	c := sluice.Check{Hits: []sluice.Hit{r.hit}, Group: r.group, Cost: r.cost}
+	k := slotKeyOf(&c, 0)
+	s := a.addSlot(&k, a.fingerprint(&k))
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.viewAt == 0 && !s.dead {
+		l := r.hit.Limit
+		s.key = k
+		s.setView(&sluice.HitResult{Allowed: true, Used: float64(r.cost), Remaining: l.Rate - r.cost, ResetAfter: l.Window}, at)
+		s.fromRecord = true
+		s.lastUse = max(s.lastUse, at)
+	}
+	s.mu.Unlock()
+}
+
 // retryFirst keeps r, taken from the round and not sent, for the next.
 func (a *Async) retryFirst(r firstRecord) {
 	a.first.retryMu.Lock()
@@ -385,12 +416,17 @@ func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
 		buf.checks = append(buf.checks, sluice.Check{Hits: buf.hits[i : i+1], Cost: recs[i].cost, Group: recs[i].group})
 	}
 	buf.recorded = append(buf.recorded[:0], make([]int64, len(recs))...)
+	buf.created = append(buf.created[:0], make([]bool, len(recs))...)
+	at := a.mono()
 	a.record(buf.checks, buf.recorded, buf)
 	var failed []firstRecord
 	for i, r := range buf.recorded {
 		cost := recs[i].cost
 		switch {
 		case r >= 0:
+			if buf.created[i] && r == cost {
+				a.recordedView(&recs[i], at)
+			}
 			a.pending.Add(-cost)
 			a.unrecorded.Add(uint64(cost - min(r, cost)))
 			a.first.held.Add(-1)
@@ -422,7 +458,7 @@ func (a *Async) record(checks []sluice.Check, recorded []int64, buf *flushBuf) {
 	if r, ok := a.next.(BatchRecorder); ok && a.first.batch.Load() {
 		ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 		a.flushCalls.Add(1)
-		err := r.RecordBatch(ctx, checks, recorded)
+		err := r.RecordBatch(ctx, checks, recorded, buf.created)
 		cancel()
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):
