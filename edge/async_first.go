@@ -296,6 +296,8 @@ func (a *Async) recordedView(r *firstRecord, at int64) {
 	if s.viewAt == 0 && !s.dead {
 		l := r.hit.Limit
 		s.key = k
+		// ResetAfter: the window, the least a sliding window's is then
+		// (the store's own clock is not known here).
 		s.setView(&sluice.HitResult{Allowed: true, Used: float64(r.cost), Remaining: l.Rate - r.cost, ResetAfter: l.Window}, at)
 		s.fromRecord = true
 		s.lastUse = max(s.lastUse, at)
