@@ -56,9 +56,15 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
 	for waited := false; ; waited = true {
 		now := a.mono()
-		ok, wait, owed := a.admitFirst(c, fp, now, d)
+		ok, wait, owed, made, madeAt := a.admitFirst(c, fp, now, d)
 		if ok {
 			return nil
+		}
+		if made > 0 {
+			if s := a.madeSlot(c, fp, made, madeAt, now); s != nil {
+				return a.decideOrAsk(ctx, c, []*slot{s}, d)
+			}
+			return a.checkSync(ctx, *c, d, now, nil)
 		}
 		if owed.cost > 0 {
 			return a.checkWithRecord(ctx, c, owed, now, d)

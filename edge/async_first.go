@@ -43,6 +43,10 @@ type firstEntry struct {
 	used  int64
 	gen   int64 // the shard's generation at the last admission
 	rec   int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
+	// made: a record of the key created its state in the store, which
+	// then held nothing of it; the key's next check past the budget takes
+	// used as the store's reply (see madeSlot), once.
+	made bool
 }
 
 // A firstRecord is a first-sight admission waiting to be sent.
@@ -142,12 +146,16 @@ func newFirstTable(keys int64) *firstTable {
 // taken out of the round: the caller sends it with c, see
 // checkWithRecord); or, when its record is in a round under way, once
 // wait is closed: the store, not knowing that cost, would admit it again.
-func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}, owed firstRecord) {
+//
+// made > 0 is the cost the store holds of the key when a record of it
+// created its state (and nothing of the key is unsent): the caller takes
+// it as the store's reply at madeAt (see madeSlot).
+func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}, owed firstRecord, made, madeAt int64) {
 	h := &c.Hits[0]
 	budget := min(a.firstSight, h.Limit.Rate)
 	t := a.first
 	if c.Cost <= 0 || c.Cost > budget || c.Shadow || h.Limit.Shadow {
-		return false, nil, owed
+		return false, nil, owed, 0, 0
 	}
 	sh := &t.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
@@ -160,14 +168,21 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 			r.cost = 0 // taken: takeFirst skips it
 			e.gen = 0  // sent, as far as later checks go
 			sh.mu.Unlock()
-			return false, nil, owed
+			return false, nil, owed, 0, 0
 		}
 		unsent := e.gen > sh.done
+		if !unsent && e.made {
+			e.made = false
+			made, madeAt = e.used, e.until-int64(h.Limit.Window)
+		}
 		sh.mu.Unlock()
 		if unsent {
-			return false, t.nextRound(a), owed
+			return false, t.nextRound(a), owed, 0, 0
 		}
-		return false, nil, owed
+		if made > 0 {
+			return false, nil, owed, made, madeAt
+		}
+		return false, nil, owed, 0, 0
 	}
 	hit := *h
 	hit.Limit.Name = ""
@@ -178,22 +193,24 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 		used := e.used
 		sh.mu.Unlock()
 		a.admittedFirst(c.Cost, used, budget, d)
-		return true, nil, owed
+		return true, nil, owed, 0, 0
 	}
 	if t.held.Load() >= t.maxRecs {
 		sh.mu.Unlock()
 		a.kickRound()
-		return false, nil, owed
+		return false, nil, owed, 0, 0
 	}
 	if e == nil {
 		if free == nil {
 			// Every entry of the set is in its window: forgetting one
 			// would let its key be admitted on first sight again.
 			sh.mu.Unlock()
-			return false, nil, owed
+			return false, nil, owed, 0, 0
 		}
 		e = free
 		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
+	} else {
+		e.made = false // a second record: the store may hold more than used
 	}
 	e.used += c.Cost
 	e.gen = sh.gen
@@ -203,7 +220,7 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	sh.mu.Unlock()
 	t.held.Add(1)
 	a.admittedFirst(c.Cost, used, budget, d)
-	return true, nil, owed
+	return true, nil, owed, 0, 0
 }
 
 // find returns the entry of fp in its set, in its window at now, or nil;
@@ -276,33 +293,57 @@ func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRec
 	return a.checkSync(ctx, *c, d, now, nil)
 }
 
-// recordedView makes the view of r's key, whose record, sent at at,
-// created the key's state in the store: the store held nothing of it, so
-// it holds exactly r's cost, what the reply to a check of that cost would
-// say. The key's next checks are then decided here, from its share of
-// what remains, like those of any key with a view, instead of asking the
-// store one by one. Nothing is made when the table of slots is full, and a
-// slot that has a view keeps it. Any reply of the store about the key
-// comes from a call run after the record (the record found no state), so
-// it replaces this view whatever its time (see fromRecord).
-func (a *Async) recordedView(r *firstRecord, at int64) {
+// markMade marks the entry of r's key, whose record created the key's
+// state in the store: the store held nothing of it, so it holds exactly
+// what was admitted here on first sight (the entry's used: a record that
+// finds the key stored clears the mark), what the reply to a check of that
+// cost would say. The key's next check past its budget takes it as its
+// view (madeSlot), instead of asking the store.
+func (a *Async) markMade(r *firstRecord) {
 	c := sluice.Check{Hits: []sluice.Hit{r.hit}, Group: r.group, Cost: r.cost}
 	k := slotKeyOf(&c, 0)
-	s := a.addSlot(&k, a.fingerprint(&k))
+	fp := a.fingerprint(&k)
+	sh := &a.first.shards[fp.hi%asyncShards]
+	sh.mu.Lock()
+	if e, _ := sh.find(fp, a.mono()); e != nil && e.used == r.cost {
+		e.made = true
+	}
+	sh.mu.Unlock()
+}
+
+// madeSlot returns the slot of c's key, whose record created the key's
+// state, holding used as of at (the key's first admission; the record
+// was sent later, so the view is older than it is): its view is
+// then that reply, used and the limit less it, so that the key's checks
+// are decided here from this process's share of what remains, like those
+// of any key with a view. A slot that has a view keeps it (a reply about
+// the key since: made after the record, it knows more). Any reply of the
+// store replaces this view whatever its time (a call run after the
+// record, since the record found no state: see fromRecord). nil when the
+// table of slots is full.
+//
+// No slot made since the record can have been swept while the view is
+// young enough to be used (a slot is swept after MaxViewAge idle, and a
+// view older than MaxViewAge is not used): a view of used never ignores
+// the cost this process sent through a slot.
+func (a *Async) madeSlot(c *sluice.Check, fp fingerprint, used, at, now int64) *slot {
+	k := slotKeyOf(c, 0)
+	s := a.addSlot(&k, fp)
 	if s == nil {
-		return
+		return nil
 	}
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {
-		l := r.hit.Limit
+		l := c.Hits[0].Limit
 		s.key = k
 		// ResetAfter: the window, the least a sliding window's is then
 		// (the store's own clock is not known here).
-		s.setView(&sluice.HitResult{Allowed: true, Used: float64(r.cost), Remaining: l.Rate - r.cost, ResetAfter: l.Window}, at)
+		s.setView(&sluice.HitResult{Allowed: true, Used: float64(used), Remaining: l.Rate - used, ResetAfter: l.Window}, at)
 		s.fromRecord = true
-		s.lastUse = max(s.lastUse, at)
+		s.lastUse = max(s.lastUse, now)
 	}
 	s.mu.Unlock()
+	return s
 }
 
 // retryFirst keeps r, taken from the round and not sent, for the next.
@@ -419,7 +460,6 @@ func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
 	}
 	buf.recorded = append(buf.recorded[:0], make([]int64, len(recs))...)
 	buf.created = append(buf.created[:0], make([]bool, len(recs))...)
-	at := a.mono()
 	a.record(buf.checks, buf.recorded, buf)
 	var failed []firstRecord
 	for i, r := range buf.recorded {
@@ -427,7 +467,7 @@ func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
 		switch {
 		case r >= 0:
 			if buf.created[i] && r == cost {
-				a.recordedView(&recs[i], at)
+				a.markMade(&recs[i])
 			}
 			a.pending.Add(-cost)
 			a.unrecorded.Add(uint64(cost - min(r, cost)))

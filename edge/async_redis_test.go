@@ -233,6 +233,22 @@ func TestAsyncFirstSightRecordMakesTheView(t *testing.T) {
 		t.Errorf("check of a key the record found stored: %+v, want allowed by the store, 3 used", d)
 	}
 
+	// Admitted on first sight in two rounds: the second record found the
+	// key stored, so nothing says what else the store holds: ask it.
+	b := newAsync(t, newRedisStore(t, redistest.Standalone(t).URL()), edge.AsyncOptions{FirstSight: 2, SyncInterval: time.Hour})
+	two := check(1, hit("two", "10r/h", sluice.SlidingWindow))
+	for range 2 {
+		if d := mustCheck(t, b, two); d.Source != sluice.FromLocalView {
+			t.Fatalf("first sight: %+v, want local", d)
+		}
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := mustCheck(t, b, two); d.Source != sluice.FromStore || d.Hits[0].Used != 3 {
+		t.Errorf("check after a record that found the key stored: %+v, want decided by the store, 3 used", d)
+	}
+
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
