@@ -81,7 +81,10 @@ type AsyncOptions struct {
 	// next round (in batches when the store is a BatchRecorder, as the
 	// Redis store is). A key seen once then costs a 48-byte entry of a
 	// table of 2 × MaxKeys entries (allocated when FirstSight > 0) and a
-	// record until the next round, no slot.
+	// record until the next round, no slot. A record that created the key
+	// in the store (the Redis store says so of a sliding window not stored
+	// yet) is the store's answer: the key's next checks are decided
+	// locally from it, as from a check's reply.
 	// What the store refuses, because the key was already full, is
 	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
 	// per key, process and window (see docs/failure.md, "First sight").
@@ -238,6 +241,9 @@ type slot struct {
 	retryAfter, resetAfter time.Duration
 	viewAt                 int64
 	blind                  bool
+	// fromRecord marks a view made from a first-sight record that created
+	// the key in the store (see recordedView): any reply replaces it.
+	fromRecord bool
 	// A denial by the store of deniedCost, which stands (for that cost or
 	// more) until deniedUntil: other traffic can only add usage.
 	deniedCost, deniedUntil int64

@@ -56,9 +56,15 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
 	for waited := false; ; waited = true {
 		now := a.mono()
-		ok, wait, owed := a.admitFirst(c, fp, now, d)
+		ok, wait, owed, made, madeAt := a.admitFirst(c, fp, now, d)
 		if ok {
 			return nil
+		}
+		if made > 0 {
+			if s := a.madeSlot(c, fp, made, madeAt, now); s != nil {
+				return a.decideOrAsk(ctx, c, []*slot{s}, d)
+			}
+			return a.checkSync(ctx, *c, d, now, nil)
 		}
 		if owed.cost > 0 {
 			return a.checkWithRecord(ctx, c, owed, now, d)
@@ -260,7 +266,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 // until its RetryAfter (see hold).
 func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
 	s.lastUse = max(s.lastUse, now)
-	if now < s.viewAt {
+	if now < s.viewAt && !s.fromRecord {
 		return // a later answer is already the view
 	}
 	s.key = slotKeyOf(c, i)
@@ -274,7 +280,7 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 func (s *slot) setView(r *sluice.HitResult, at int64) {
 	s.remaining, s.used = r.Remaining, r.Used
 	s.retryAfter, s.resetAfter = r.RetryAfter, r.ResetAfter
-	s.viewAt, s.blind = at, false
+	s.viewAt, s.blind, s.fromRecord = at, false, false
 	s.deniedCost, s.deniedUntil = 0, 0
 }
 

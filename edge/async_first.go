@@ -19,11 +19,15 @@ import (
 // to 0, where the state had no room for it: nothing past the limit is
 // written), to -1 when the store cannot record it and never will (its key
 // holds data of another type), or to any value below -1 when it was not
-// sent (its call failed): the caller sends those again. The Redis store
+// sent (its call failed): the caller sends those again. created, when not
+// nil (of at least len(checks)), has created[i] set when checks[i]'s record
+// created its key's state (the store held nothing of it: it holds exactly
+// recorded[i] then, what the reply to a check of that cost would say), and
+// false when the store does not know or does not tell. The Redis store
 // implements it with one script call per few hundred records, and a Guard
 // passes it through (errors.ErrUnsupported when its store does not).
 type BatchRecorder interface {
-	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error
+	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error
 }
 
 // firstBatch is the most first-sight records sent in one call: about a
@@ -39,6 +43,10 @@ type firstEntry struct {
 	used  int64
 	gen   int64 // the shard's generation at the last admission
 	rec   int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
+	// made: a record of the key created its state in the store, which
+	// then held nothing of it; the key's next check past the budget takes
+	// used as the store's reply (see madeSlot), once.
+	made bool
 }
 
 // A firstRecord is a first-sight admission waiting to be sent.
@@ -138,12 +146,16 @@ func newFirstTable(keys int64) *firstTable {
 // taken out of the round: the caller sends it with c, see
 // checkWithRecord); or, when its record is in a round under way, once
 // wait is closed: the store, not knowing that cost, would admit it again.
-func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}, owed firstRecord) {
+//
+// made > 0 is the cost the store holds of the key when a record of it
+// created its state (and nothing of the key is unsent): the caller takes
+// it as the store's reply at madeAt (see madeSlot).
+func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice.Decision) (ok bool, wait <-chan struct{}, owed firstRecord, made, madeAt int64) {
 	h := &c.Hits[0]
 	budget := min(a.firstSight, h.Limit.Rate)
 	t := a.first
 	if c.Cost <= 0 || c.Cost > budget || c.Shadow || h.Limit.Shadow {
-		return false, nil, owed
+		return false, nil, owed, 0, 0
 	}
 	sh := &t.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
@@ -156,14 +168,21 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 			r.cost = 0 // taken: takeFirst skips it
 			e.gen = 0  // sent, as far as later checks go
 			sh.mu.Unlock()
-			return false, nil, owed
+			return false, nil, owed, 0, 0
 		}
 		unsent := e.gen > sh.done
+		if !unsent && e.made {
+			e.made = false
+			made, madeAt = e.used, e.until-int64(h.Limit.Window)
+		}
 		sh.mu.Unlock()
 		if unsent {
-			return false, t.nextRound(a), owed
+			return false, t.nextRound(a), owed, 0, 0
 		}
-		return false, nil, owed
+		if made > 0 {
+			return false, nil, owed, made, madeAt
+		}
+		return false, nil, owed, 0, 0
 	}
 	hit := *h
 	hit.Limit.Name = ""
@@ -174,22 +193,24 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 		used := e.used
 		sh.mu.Unlock()
 		a.admittedFirst(c.Cost, used, budget, d)
-		return true, nil, owed
+		return true, nil, owed, 0, 0
 	}
 	if t.held.Load() >= t.maxRecs {
 		sh.mu.Unlock()
 		a.kickRound()
-		return false, nil, owed
+		return false, nil, owed, 0, 0
 	}
 	if e == nil {
 		if free == nil {
 			// Every entry of the set is in its window: forgetting one
 			// would let its key be admitted on first sight again.
 			sh.mu.Unlock()
-			return false, nil, owed
+			return false, nil, owed, 0, 0
 		}
 		e = free
 		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
+	} else {
+		e.made = false // a second record: the store may hold more than used
 	}
 	e.used += c.Cost
 	e.gen = sh.gen
@@ -199,7 +220,7 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	sh.mu.Unlock()
 	t.held.Add(1)
 	a.admittedFirst(c.Cost, used, budget, d)
-	return true, nil, owed
+	return true, nil, owed, 0, 0
 }
 
 // find returns the entry of fp in its set, in its window at now, or nil;
@@ -270,6 +291,59 @@ func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRec
 	var buf flushBuf
 	a.sendFirst([]firstRecord{r}, &buf)
 	return a.checkSync(ctx, *c, d, now, nil)
+}
+
+// markMade marks the entry of r's key, whose record created the key's
+// state in the store: the store held nothing of it, so it holds exactly
+// what was admitted here on first sight (the entry's used: a record that
+// finds the key stored clears the mark), what the reply to a check of that
+// cost would say. The key's next check past its budget takes it as its
+// view (madeSlot), instead of asking the store.
+func (a *Async) markMade(r *firstRecord) {
+	c := sluice.Check{Hits: []sluice.Hit{r.hit}, Group: r.group, Cost: r.cost}
+	k := slotKeyOf(&c, 0)
+	fp := a.fingerprint(&k)
+	sh := &a.first.shards[fp.hi%asyncShards]
+	sh.mu.Lock()
+	if e, _ := sh.find(fp, a.mono()); e != nil && e.used == r.cost {
+		e.made = true
+	}
+	sh.mu.Unlock()
+}
+
+// madeSlot returns the slot of c's key, whose record created the key's
+// state, holding used as of at (the key's first admission; the record
+// was sent later, so the view is older than it is): its view is
+// then that reply, used and the limit less it, so that the key's checks
+// are decided here from this process's share of what remains, like those
+// of any key with a view. A slot that has a view keeps it (a reply about
+// the key since: made after the record, it knows more). Any reply of the
+// store replaces this view whatever its time (a call run after the
+// record, since the record found no state: see fromRecord). nil when the
+// table of slots is full.
+//
+// No slot made since the record can have been swept while the view is
+// young enough to be used (a slot is swept after MaxViewAge idle, and a
+// view older than MaxViewAge is not used): a view of used never ignores
+// the cost this process sent through a slot.
+func (a *Async) madeSlot(c *sluice.Check, fp fingerprint, used, at, now int64) *slot {
+	k := slotKeyOf(c, 0)
+	s := a.addSlot(&k, fp)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.viewAt == 0 && !s.dead {
+		l := c.Hits[0].Limit
+		s.key = k
+		// ResetAfter: the window, the least a sliding window's is then
+		// (the store's own clock is not known here).
+		s.setView(&sluice.HitResult{Allowed: true, Used: float64(used), Remaining: l.Rate - used, ResetAfter: l.Window}, at)
+		s.fromRecord = true
+		s.lastUse = max(s.lastUse, now)
+	}
+	s.mu.Unlock()
+	return s
 }
 
 // retryFirst keeps r, taken from the round and not sent, for the next.
@@ -385,12 +459,16 @@ func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
 		buf.checks = append(buf.checks, sluice.Check{Hits: buf.hits[i : i+1], Cost: recs[i].cost, Group: recs[i].group})
 	}
 	buf.recorded = append(buf.recorded[:0], make([]int64, len(recs))...)
+	buf.created = append(buf.created[:0], make([]bool, len(recs))...)
 	a.record(buf.checks, buf.recorded, buf)
 	var failed []firstRecord
 	for i, r := range buf.recorded {
 		cost := recs[i].cost
 		switch {
 		case r >= 0:
+			if buf.created[i] && r == cost {
+				a.markMade(&recs[i])
+			}
 			a.pending.Add(-cost)
 			a.unrecorded.Add(uint64(cost - min(r, cost)))
 			a.first.held.Add(-1)
@@ -422,7 +500,7 @@ func (a *Async) record(checks []sluice.Check, recorded []int64, buf *flushBuf) {
 	if r, ok := a.next.(BatchRecorder); ok && a.first.batch.Load() {
 		ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 		a.flushCalls.Add(1)
-		err := r.RecordBatch(ctx, checks, recorded)
+		err := r.RecordBatch(ctx, checks, recorded, buf.created)
 		cancel()
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):

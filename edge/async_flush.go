@@ -174,6 +174,7 @@ type flushBuf struct {
 	d        sluice.Decision
 	checks   []sluice.Check // first-sight records
 	recorded []int64
+	created  []bool
 }
 
 // flusher sends the items of rounds.
@@ -327,7 +328,7 @@ func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult)
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
-	if t.now >= s.viewAt && t.key.hit.Limit == s.key.hit.Limit {
+	if (t.now >= s.viewAt || s.fromRecord) && t.key.hit.Limit == s.key.hit.Limit {
 		s.setView(r, t.now)
 		if recorded < t.p {
 			// The key is full, and this process admitted more than the

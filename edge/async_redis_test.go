@@ -191,3 +191,71 @@ func TestAsyncFirstSightBoundOnRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncFirstSightRecordMakesTheView: a first-sight record that created
+// its key in Redis (a sliding window not stored yet: a plain SET ... NX)
+// is an answer, the store holding exactly its cost, so it becomes the
+// key's view: the key's next checks, past its first-sight budget, are
+// decided locally and flushed like any key with a view, without a
+// synchronous store call (before, each asked the store). A record that
+// found its key stored tells nothing of it: the next check asks the store.
+// No cost is lost: after Close the store holds every admission.
+func TestAsyncFirstSightRecordMakesTheView(t *testing.T) {
+	store := newRedisStore(t, redistest.Standalone(t).URL())
+	a := newAsync(t, store, edge.AsyncOptions{FirstSight: 1, SyncInterval: time.Hour})
+	ctx := context.Background()
+	c := check(1, hit("made", "10r/h", sluice.SlidingWindow))
+	if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
+		t.Fatalf("first check: %+v, want allowed on first sight", d)
+	}
+	if err := a.Flush(ctx); err != nil { // sends the record: the key is made
+		t.Fatal(err)
+	}
+	before := a.Stats()
+	for i := range 4 {
+		if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Fatalf("check %d after the record: %+v, want allowed from the local view", i+2, d)
+		}
+	}
+	if s := a.Stats(); s.Sync != before.Sync || s.Local != before.Local+4 {
+		t.Errorf("after the record: %d synchronous and %d local decisions, want 0 and 4", s.Sync-before.Sync, s.Local-before.Local)
+	}
+
+	// Stored already (another process's check): the record adds to it and
+	// says nothing of what else is there.
+	old := check(1, hit("old", "10r/h", sluice.SlidingWindow))
+	mustCheck(t, store, old)
+	mustCheck(t, a, old) // first sight
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustCheck(t, a, old); !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Used != 3 {
+		t.Errorf("check of a key the record found stored: %+v, want allowed by the store, 3 used", d)
+	}
+
+	// Admitted on first sight in two rounds: the second record found the
+	// key stored, so nothing says what else the store holds: ask it.
+	b := newAsync(t, newRedisStore(t, redistest.Standalone(t).URL()), edge.AsyncOptions{FirstSight: 2, SyncInterval: time.Hour})
+	two := check(1, hit("two", "10r/h", sluice.SlidingWindow))
+	for range 2 {
+		if d := mustCheck(t, b, two); d.Source != sluice.FromLocalView {
+			t.Fatalf("first sight: %+v, want local", d)
+		}
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := mustCheck(t, b, two); d.Source != sluice.FromStore || d.Hits[0].Used != 3 {
+		t.Errorf("check after a record that found the key stored: %+v, want decided by the store, 3 used", d)
+	}
+
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := mustCheck(t, store, check(0, c.Hits...)); d.Hits[0].Used != 5 {
+		t.Errorf("the store holds %v of the made key, want 5: the record and 4 local admissions, flushed by Close", d.Hits[0].Used)
+	}
+	if s := a.Stats(); s.Unrecorded != 0 || s.Dropped != 0 || s.Pending != 0 {
+		t.Errorf("stats %+v, want nothing unrecorded, dropped or pending", s)
+	}
+}

@@ -314,7 +314,7 @@ func (g *Guard) logDegraded(source sluice.Source, cause error) {
 // open it returns an error wrapping sluice.ErrUnavailable without calling
 // the store; with a store that does not record in batches, one wrapping
 // errors.ErrUnsupported.
-func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error {
 	r, ok := g.store.(BatchRecorder)
 	if !ok {
 		return errNoBatch
@@ -328,7 +328,7 @@ func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 		return fmt.Errorf("edge: record: %w", errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := r.RecordBatch(sctx, checks, recorded)
+	err := r.RecordBatch(sctx, checks, recorded, created)
 	cancel()
 	if _, err = g.report(ctx, probe, err); err != nil {
 		return fmt.Errorf("edge: record: %w", err)

@@ -42,13 +42,25 @@ const recordWorkers = 8
 // sluice.ErrUnavailable (a call failed: the caller sends the records left
 // RecordUnsent again; a call that timed out may still have been recorded,
 // which can only over-count).
-func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+//
+// created, when not nil (of at least len(checks)), has created[i] set when
+// checks[i] created its key's state: Redis held nothing of it, so it holds
+// exactly that cost as of the call, as the reply to a check of that cost
+// would say. Only the plain SET ... NX of a sliding window not stored yet
+// tells; a record that went through record.lua leaves it false.
+func (s *Store) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error {
+	if created != nil && len(created) < len(checks) {
+		return fmt.Errorf("redisstore: record: %w: %d created flags for %d records", sluice.ErrInvalid, len(created), len(checks))
+	}
+	if created != nil {
+		clear(created[:len(checks)])
+	}
 	recs, err := s.records(checks, recorded)
 	if err != nil {
 		return err
 	}
 	if p, ok := s.sc.(pipeliner); ok {
-		rest, err := s.recordNew(ctx, p, recs, recorded)
+		rest, err := s.recordNew(ctx, p, recs, recorded, created)
 		if err != nil {
 			return recordFailure(ctx, len(checks), err)
 		}
@@ -202,8 +214,8 @@ func (s *Store) recordCall(ctx context.Context, recs []record, recorded []int64)
 // first, for the server's clock), the sliding-window records whose key
 // is not stored yet, writing the state and TTL record.lua would write; it
 // returns the records left for record.lua: other algorithms, and keys
-// that exist.
-func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recorded []int64) ([]record, error) {
+// that exist. It sets created (when not nil) for the records it wrote.
+func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recorded []int64, created []bool) ([]record, error) {
 	var fresh, rest []record
 	for _, r := range recs {
 		if r.spec.code == 'w' && r.cost <= r.spec.rate {
@@ -243,6 +255,9 @@ func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recor
 			for j, r := range chunk {
 				if set[j] {
 					recorded[r.i] = r.cost
+					if created != nil {
+						created[r.i] = true
+					}
 				} else {
 					rest = append(rest, r)
 				}

@@ -42,7 +42,7 @@ func TestRecordBatch(t *testing.T) {
 			recs[699].Cost = 3 // twice the rate in all: a shadow limit records it
 			recs[698] = recs[699]
 			recorded := make([]int64, len(recs))
-			if err := s.RecordBatch(context.Background(), recs, recorded); err != nil {
+			if err := s.RecordBatch(context.Background(), recs, recorded, nil); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]int64{"a": 3, "b": 3, "c": 3}
@@ -84,7 +84,7 @@ func TestRecordBatch(t *testing.T) {
 		}
 		recs := []sluice.Check{hit("", "fine", l), hit("", "foreign", l), hit("", "fine2", l)}
 		recorded := make([]int64, 3)
-		if err := s.RecordBatch(context.Background(), recs, recorded); err != nil {
+		if err := s.RecordBatch(context.Background(), recs, recorded, nil); err != nil {
 			t.Fatal(err)
 		}
 		if recorded[0] != 1 || recorded[1] != -1 || recorded[2] != 1 {
@@ -99,7 +99,7 @@ func TestRecordBatch(t *testing.T) {
 		zero := hit("", "x", l)
 		zero.Cost = 0
 		for _, c := range []sluice.Check{two, zero} {
-			err := s.RecordBatch(context.Background(), []sluice.Check{c}, make([]int64, 1))
+			err := s.RecordBatch(context.Background(), []sluice.Check{c}, make([]int64, 1), nil)
 			if !errors.Is(err, sluice.ErrInvalid) {
 				t.Errorf("record %+v: %v, want ErrInvalid", c, err)
 			}
@@ -121,7 +121,7 @@ func TestRecordBatchCluster(t *testing.T) {
 		recs = append(recs, hit("", fmt.Sprint("k", i%100), l)) // 3 each: 2 fit
 	}
 	recorded := make([]int64, len(recs))
-	if err := s.RecordBatch(context.Background(), recs, recorded); err != nil {
+	if err := s.RecordBatch(context.Background(), recs, recorded, nil); err != nil {
 		t.Fatal(err)
 	}
 	sum := int64(0)
@@ -160,7 +160,7 @@ func TestRecordBatchPlainSetsAsScript(t *testing.T) {
 		recs = append(recs, recs[:10]...) // stored now: by the script in both
 		for _, s := range []*redisstore.Store{plain, script} {
 			recorded := make([]int64, len(recs))
-			if err := s.RecordBatch(context.Background(), recs, recorded); err != nil {
+			if err := s.RecordBatch(context.Background(), recs, recorded, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -177,5 +177,36 @@ func TestRecordBatchPlainSetsAsScript(t *testing.T) {
 				t.Errorf("window %v: PTTL %d after a plain SET, %d after the script", window, ta, tb)
 			}
 		}
+	}
+}
+
+// TestRecordBatchCreated: RecordBatch says which records created their
+// key's state: a sliding window not stored yet (its plain SET ... NX), once
+// per key; not a record of a key stored already, nor a second record of
+// the same key in the batch, nor one that went through record.lua (another
+// algorithm).
+func TestRecordBatchCreated(t *testing.T) {
+	srv := redistest.Standalone(t)
+	s := newStore(t, srv.Client(), redisstore.Options{Prefix: "created:"})
+	w := sluice.Limit{Rate: 3, Window: time.Minute, Algorithm: sluice.SlidingWindow}
+	g := sluice.Limit{Rate: 3, Window: time.Minute, Algorithm: sluice.GCRA}
+	var d sluice.Decision
+	if err := s.Check(context.Background(), hit("z", "stored", w), &d); err != nil {
+		t.Fatal(err)
+	}
+	recs := []sluice.Check{hit("z", "new", w), hit("z", "stored", w), hit("z", "new", w), hit("z", "gcra", g)}
+	recorded := make([]int64, len(recs))
+	created := []bool{true, true, true, true} // cleared by the call
+	if err := s.RecordBatch(context.Background(), recs, recorded, created); err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, false, false, false}
+	for i := range recs {
+		if created[i] != want[i] || recorded[i] != 1 {
+			t.Errorf("record %d (%s): created %v, recorded %d; want created %v, recorded 1", i, recs[i].Hits[0].Key, created[i], recorded[i], want[i])
+		}
+	}
+	if err := s.RecordBatch(context.Background(), recs, recorded, created[:1]); !errors.Is(err, sluice.ErrInvalid) {
+		t.Errorf("created shorter than the records: %v, want ErrInvalid", err)
 	}
 }

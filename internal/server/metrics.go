@@ -119,13 +119,13 @@ func (t *timedLimiter) Check(ctx context.Context, c sluice.Check, d *sluice.Deci
 
 // RecordBatch passes an async zone's first-sight records to the store when
 // it records in batches (the Redis store does; see edge.BatchRecorder).
-func (t *timedLimiter) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64) error {
+func (t *timedLimiter) RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error {
 	r, ok := t.next.(edge.BatchRecorder)
 	if !ok {
 		return fmt.Errorf("server: the store does not record in batches: %w", errors.ErrUnsupported)
 	}
 	start := time.Now()
-	err := r.RecordBatch(ctx, checks, recorded)
+	err := r.RecordBatch(ctx, checks, recorded, created)
 	t.hist.WithLabelValues("record").Observe(time.Since(start).Seconds())
 	return err
 }
