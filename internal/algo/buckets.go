@@ -129,11 +129,7 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 	old, start := s.counts[i], e // step k = b
 	for k := b; ; {
 		if room := p.Rate - rest - cost; room >= 0 {
-			at := float64(start)
-			if old > 0 {
-				at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
-			}
-			if at < float64(r) {
+			if at := fitsAt(r, room, old, start); at < float64(r) {
 				return ceilMicros(float64((k-b)*r-e) + at)
 			}
 		}
@@ -157,6 +153,18 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 		}
 		rest -= old
 	}
+}
+
+// fitsAt is when, in µs into a bucket step of r µs counted from start,
+// the cost fits: the bucket leaving at that step (old) leaves in
+// proportion to the step's elapsed time, and room is what is left to
+// spare once all of it has. The walks return it when it is < r.
+func fitsAt(r, room, old, start int64) float64 {
+	at := float64(start)
+	if old > 0 {
+		at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
+	}
+	return at
 }
 
 // retryAfterSkip is retryAfter for any ring: the walk of every bucket
@@ -183,11 +191,7 @@ func (s *ring) retryAfterSkip(p Params, n, b, e, sum, cost int64) int64 {
 			rest += s.count(k) - old
 		}
 		if room := p.Rate - rest - cost; room >= 0 {
-			at := float64(start)
-			if old > 0 {
-				at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
-			}
-			if at < float64(r) {
+			if at := fitsAt(r, room, old, start); at < float64(r) {
 				return ceilMicros(float64((k-b)*r-e) + at)
 			}
 		}
