@@ -705,25 +705,22 @@ end
 -- goes on, with the RateLimit fields unless opts.headers is "denied". A
 -- missing key or a bad limit answers 400. It returns the decision.
 function _M.access(self, opts)
+  -- A spec string's limits are derived once per location (site); a table
+  -- of limits is read each time.
+  local site, ls, err
   if type(opts.limits) == "string" then
-    local site, err = site_of(self, opts)
-    if not site then
-      ngx.log(ngx.ERR, err)
-      return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
-    end
-    if opts.key == nil or opts.key == "" then
-      return http.problem(400, "No rate limit key", "the request has no rate limit key")
-    end
-    return access_site(self, opts, site)
+    site, err = site_of(self, opts)
+  else
+    ls, err = limits_of(opts)
   end
-  local ls, err = limits_of(opts)
-  if not ls then
+  if not site and not ls then
     ngx.log(ngx.ERR, err)
     return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
   end
   if opts.key == nil or opts.key == "" then
     return http.problem(400, "No rate limit key", "the request has no rate limit key")
   end
+  if site then return access_site(self, opts, site) end
   local zone = opts.zone or ""
   local c = { hits = {}, cost = opts.cost or 1, group = opts.group, shadow = opts.shadow }
   for i, l in ipairs(ls) do c.hits[i] = { zone = zone, key = opts.key, limit = l } end

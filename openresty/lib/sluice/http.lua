@@ -116,6 +116,19 @@ local function json_string(s)
   return '"' .. s .. '"'
 end
 
+-- send_problem ends the request with status and a problem+json body
+-- (text), the headers every problem answer carries.
+local function send_problem(status, text)
+  ngx.status = status
+  local h = ngx.header
+  h["Content-Type"] = "application/problem+json"
+  h["Cache-Control"] = "no-store"
+  h["Content-Length"] = #text
+  h["X-Content-Type-Options"] = "nosniff"
+  ngx.print(text)
+  return ngx.exit(status)
+end
+
 -- problem writes an RFC 9457 problem as the response and ends it.
 function _M.problem(status, title, detail, typ, violated)
   local body = { '{"type":', json_string(typ or "about:blank"), ',"title":', json_string(title),
@@ -127,15 +140,7 @@ function _M.problem(status, title, detail, typ, violated)
     body[#body + 1] = ',"violated-policies":[' .. concat(v, ",") .. "]"
   end
   body[#body + 1] = "}\n"
-  local text = concat(body)
-  ngx.status = status
-  local h = ngx.header
-  h["Content-Type"] = "application/problem+json"
-  h["Cache-Control"] = "no-store"
-  h["Content-Length"] = #text
-  h["X-Content-Type-Options"] = "nosniff"
-  ngx.print(text)
-  return ngx.exit(status)
+  return send_problem(status, concat(body))
 end
 
 -- deny answers a denied check (httpfields.WriteDenied).
@@ -220,13 +225,7 @@ function _M.deny_site(status, site, d)
   local detail = d.source == "fail-closed" and CLOSED_DETAIL or ("the rate limit is exceeded; retry after " .. secs .. " s")
   local body = QUOTA_TYPE .. status .. ',"detail":"' .. detail .. '"' ..
       (violated and (',"violated-policies":[' .. violated .. "]}\n") or "}\n")
-  ngx.status = status
-  h["Content-Type"] = "application/problem+json"
-  h["Cache-Control"] = "no-store"
-  h["Content-Length"] = #body
-  h["X-Content-Type-Options"] = "nosniff"
-  ngx.print(body)
-  return ngx.exit(status)
+  return send_problem(status, body)
 end
 
 -- deny_memo answers a denial of site (one limit) from e, an entry of the
