@@ -252,13 +252,13 @@ func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision)
 	s := l.Set
 	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 {
 		if d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
-			pre := s.floor.Load()
-			if uint64(cheaprand()) < s.below>>pre {
+			r := cheaprand()
+			if pre := s.floor.Load() & 31; uint64(r) < s.below>>pre {
 				s.sampled(&c, d, l.AddPrefix, pre)
 			}
 			return nil
 		}
-		if pre := s.floor.Load(); pre == 0 || cheaprand()&(1<<pre-1) == 0 {
+		if pre := s.floor.Load() & 31; pre == 0 || cheaprand()&(1<<pre-1) == 0 {
 			s.observeOne(&c, d, l.AddPrefix, pre)
 		}
 		return nil
