@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,7 +98,7 @@ func TestSetRunLapsesFloods(t *testing.T) {
 // draw before the tracker lookup under a flood (Set.floor): a Zipf flood
 // of denials through a real memory store raises the set's floor, the
 // denials counted stay within the sampling error of the exact count
-// (in total and for the top keys, the exact top keys), and
+// (in total and for each top key, the first the exact first), and
 // once the flood has lapsed the floor is 0 again and a single denial is
 // counted.
 func TestLimiterFloodFloor(t *testing.T) {
@@ -147,11 +146,11 @@ func TestLimiterFloodFloor(t *testing.T) {
 		}
 		bound := float64(snap.DeniedTotal) / float64(snap.Capacity)
 		for i, k := range snap.Denied {
-			// Zipf: the exact top keys are client-0, 1, 2, ...; the
-			// sampling may swap the next ones, close in count.
+			// Zipf: the exact top key is client-0, twice the next; the
+			// sampling (128) may swap the next ones, close in count.
 			key := k.Key
-			if n, err := strconv.Atoi(strings.TrimPrefix(key, "client-")); err != nil || n > 4 || (i == 0 && n != 0) {
-				t.Errorf("top[%d] = %s, want client-0 first, then among the exact top 5", i, key)
+			if i == 0 && key != "client-0" {
+				t.Errorf("top[0] = %s, want client-0", key)
 			}
 			if diff, tol := math.Abs(float64(k.Count-exact[key])), bound+5*math.Sqrt(q*float64(exact[key])); diff > tol {
 				t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", key, k.Count, exact[key], diff, tol)
