@@ -121,4 +121,6 @@ func (w *literalWrapper) Check(ctx context.Context, c sluice.Check, d *sluice.De
 	return w.next.Check(ctx, c, d)
 }
 
-func (w *literalWrapper) Reset(ctx context.Context, c sluice.Check) error { return w.next.Reset(ctx, c) }
+func (w *literalWrapper) Reset(ctx context.Context, c sluice.Check) error {
+	return w.next.Reset(ctx, c)
+}
