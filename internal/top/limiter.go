@@ -234,8 +234,8 @@ func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision)
 	// caller has just stored 8 bytes at a time cannot be forwarded from
 	// those stores and waits until they reach the cache, which the
 	// caller's own work can delay: on BenchmarkLimiterRatio that wait was
-	// most of what tracking cost (docs/server.md). checkFields below
-	// stops the build if Check gains a field this literal would drop.
+	// most of what tracking cost (docs/server.md). checkFields stops the
+	// build if Check gains a field this literal would drop.
 	var err error
 	if c.Group == "" && !c.Shadow {
 		err = l.Next.Check(ctx, sluice.Check{Hits: c.Hits, Cost: c.Cost}, d)
