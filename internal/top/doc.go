@@ -36,7 +36,13 @@
 // weight C differs from C by about sqrt(2^s × C) (one standard deviation),
 // a key's streak starts at its first drawn observation, and
 // Snapshot.Sampling says 2^s. TestFloodAccuracy tests the sum of both
-// errors against an exact count on a Zipf flood.
+// errors against an exact count on a Zipf flood. A Limiter draws in two
+// steps, with the same probability: first at its Set's floor (the
+// smallest shift of all its trackers' shards, raised by Set.Run on each
+// tick, lowered at once), before it looks for the tracker, then the
+// bits left in the shard; a shard whose shift fell below the floor
+// unseen (for at most a tick) is sampled at the floor's rate meanwhile,
+// counted as many times (TestLimiterFloodFloor).
 //
 // # Memory
 //
@@ -48,12 +54,17 @@
 //
 // # Cost
 //
-// A Limiter decides first, from the decision alone and without writing
-// anything shared, whether a check is the common one (one allowed hit
-// below Near) and, if so, draws whether it is sampled, from the runtime's
-// per-thread random state; such a check costs no lock and no lookup.
-// Another check of one key (a denial, a near-limit check) costs a lookup
-// of the zone, the number of the P and, under a flood, a draw: only then,
+// A Limiter passes a check without Group or Shadow on to the store as a
+// literal of its fields, which the compiler writes word by word, rather
+// than as it came (copied in 16-byte moves that wait for the caller's
+// 8-byte stores: BenchmarkForward). It decides then, from the decision
+// alone and without writing anything shared, whether a check is the
+// common one (one allowed hit below Near) and, if so, draws whether it
+// is sampled, from the runtime's per-thread random state; such a check
+// costs no lock and no lookup. Another check of one key (a denial, a
+// near-limit check) costs, under a flood, a draw at the set's floor,
+// and if drawn a lookup of the zone, the number of the P and a draw of
+// the bits left: only then,
 // if drawn, one hash of the key, the mutex of the P's shard (uncontended
 // but for a snapshot or a goroutine that moved P meanwhile) and O(1) work
 // for a key already counted; a key that takes a counter over pops one

@@ -23,6 +23,16 @@ type Set struct {
 	// a 32-bit random number is below it, ⌈2^32/Sample⌉.
 	below uint64
 	clock atomic.Int64
+	// floor is a shift that every shard of every tracker of the set is at
+	// least under (Options.Budget), most of the time: a Limiter draws a
+	// check with probability 2^-floor before it looks for the check's
+	// tracker, so that under a flood a check not drawn costs no lookup
+	// and no shard. Run raises it to the smallest shift on each tick; a
+	// shard that lowers its shift, and a new tracker, lower it at once.
+	// Between a tick's scan and its store a shard may lower its shift
+	// unseen: until the next tick its checks are then observed at the
+	// floor's rate, counted as many times (an unbiased estimate still).
+	floor atomic.Uint32
 	mu    sync.Mutex // serializes changes of m
 	m     atomic.Pointer[trackers]
 }
@@ -80,9 +90,16 @@ func (s *Set) Run(ctx context.Context) {
 	for {
 		now := s.opts.Now().UnixNano()
 		s.clock.Store(now)
-		for _, tr := range s.m.Load().m {
-			tr.lapse(now) // for Tracker.shift
+		old, floor := s.floor.Load(), uint32(0)
+		ts := s.m.Load().m
+		if len(ts) > 0 {
+			floor = maxShift
 		}
+		for _, tr := range ts {
+			tr.lapse(now) // for Tracker.shift
+			floor = min(floor, tr.minShift(now))
+		}
+		s.floor.CompareAndSwap(old, floor) // unless lowered meanwhile
 		select {
 		case <-ctx.Done():
 			return
@@ -98,6 +115,8 @@ func (s *Set) newTracker(show bool) (*Tracker, error) {
 	t, err := New(opts)
 	if err == nil {
 		t.clock = &s.clock
+		t.floor = &s.floor
+		s.floor.Store(0) // its shards sample nothing yet
 	}
 	return t, err
 }
@@ -193,23 +212,55 @@ type Limiter struct {
 
 var _ sluice.Limiter = (*Limiter)(nil)
 
+// checkFields are the fields of sluice.Check: the conversion below fails
+// to compile when Check gains one, which Limiter.Check would then have
+// to pass on.
+type checkFields struct {
+	Hits   []sluice.Hit
+	Cost   int64
+	Group  string
+	Shadow bool
+}
+
+var _ = sluice.Check(checkFields{})
+
 // Check checks c with Next, then observes the decision. Errors (nothing
 // decided) are not observed.
 func (l *Limiter) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
-	if err := l.Next.Check(ctx, c, d); err != nil {
+	// A check without Group and Shadow, the common one, is passed on as
+	// a literal of its two other fields, not as c: the compiler then
+	// writes Next's argument word by word from words it loads one by one,
+	// where it copies c in 16-byte moves. A 16-byte load of words the
+	// caller has just stored 8 bytes at a time cannot be forwarded from
+	// those stores and waits until they reach the cache, which the
+	// caller's own work can delay: on BenchmarkLimiterRatio that wait was
+	// most of what tracking cost (docs/server.md). checkFields stops the
+	// build if Check gains a field this literal would drop.
+	var err error
+	if c.Group == "" && !c.Shadow {
+		err = l.Next.Check(ctx, sluice.Check{Hits: c.Hits, Cost: c.Cost}, d)
+	} else {
+		err = l.Next.Check(ctx, c, d)
+	}
+	if err != nil {
 		return err
 	}
 	// The common check, as Set.common, tested here, inlined: one allowed
 	// hit below Near. It is observed only when drawn.
+	// Under a flood (Set.floor), one check in 2^floor is drawn first,
+	// and only those go on.
 	s := l.Set
 	if len(c.Hits) == 1 && len(d.Hits) == 1 && c.Cost > 0 {
 		if d.Allowed && d.Hits[0].Allowed && d.Hits[0].Used < s.opts.Near*float64(c.Hits[0].Limit.Rate) {
-			if uint64(cheaprand()) < s.below {
-				s.sampled(&c, d, l.AddPrefix)
+			r := cheaprand()
+			if pre := s.floor.Load() & 31; uint64(r) < s.below>>pre {
+				s.sampled(&c, d, l.AddPrefix, pre)
 			}
 			return nil
 		}
-		s.observeOne(&c, d, l.AddPrefix)
+		if pre := s.floor.Load() & 31; pre == 0 || cheaprand()&(1<<pre-1) == 0 {
+			s.observeOne(&c, d, l.AddPrefix, pre)
+		}
 		return nil
 	}
 	s.observe(&c, d, l.AddPrefix)
@@ -242,11 +293,11 @@ func (s *Set) Forget(c sluice.Check) {
 // observed. It does not allocate.
 func (s *Set) Observe(c sluice.Check, d *sluice.Decision) {
 	if common, drawn := s.common(&c, d); !common && len(c.Hits) == 1 {
-		s.observeOne(&c, d, "")
+		s.observeOne(&c, d, "", 0)
 	} else if !common {
 		s.observe(&c, d, "")
 	} else if drawn {
-		s.sampled(&c, d, "")
+		s.sampled(&c, d, "", 0)
 	}
 }
 
@@ -270,10 +321,11 @@ func (s *Set) common(c *sluice.Check, d *sluice.Decision) (common, drawn bool) {
 }
 
 // sampled observes the common check c (see common), drawn to stand for
-// Options.Sample checks.
-func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string) {
+// Options.Sample checks, and drawn besides with probability 2^-pre
+// (Set.floor).
+func (s *Set) sampled(c *sluice.Check, d *sluice.Decision, add string, pre uint32) {
 	h := &c.Hits[0]
-	s.record(h, Allowed, c.Cost, d.Hits[0].Used/float64(h.Limit.Rate), int64(s.opts.Sample), add)
+	s.record(h, Allowed, c.Cost, d.Hits[0].Used/float64(h.Limit.Rate), int64(s.opts.Sample), add, pre)
 }
 
 // observe reports d to the trackers, once per run of hits with the same
@@ -301,16 +353,17 @@ func (s *Set) observe(c *sluice.Check, d *sluice.Decision, add string) {
 			}
 			scale = int64(s.opts.Sample)
 		}
-		s.record(h, r, c.Cost, usage, scale, add)
+		s.record(h, r, c.Cost, usage, scale, add, 0)
 		i = j
 	}
 }
 
 // record reports one key's result to its zone's tracker, adding one if
-// the zone starts with add.
-func (s *Set) record(h *sluice.Hit, r Result, cost int64, usage float64, scale int64, add string) {
+// the zone starts with add; the check was drawn already with probability
+// 2^-pre.
+func (s *Set) record(h *sluice.Hit, r Result, cost int64, usage float64, scale int64, add string, pre uint32) {
 	if t := s.trackerOf(h.Zone, add); t != nil {
-		t.observe(h.Key, r, cost, usage, scale)
+		t.observe(h.Key, r, cost, usage, scale, pre)
 	}
 }
 
@@ -326,15 +379,16 @@ func (s *Set) trackerOf(zone, add string) *Tracker {
 
 // observeOne is observe for a check of one hit (Cost > 0) that is not
 // the common check (a denial, a near-limit check, one decided without
-// the limiters' state): the tracker is found
-// and the flood draw made (Options.Budget) before the rest is paid.
-func (s *Set) observeOne(c *sluice.Check, d *sluice.Decision, add string) {
+// the limiters' state), drawn already with probability 2^-pre
+// (Set.floor): the tracker is found and the rest of the flood draw made
+// (Options.Budget) before the rest is paid.
+func (s *Set) observeOne(c *sluice.Check, d *sluice.Decision, add string, pre uint32) {
 	h := &c.Hits[0]
 	t := s.trackerOf(h.Zone, add)
 	if t == nil {
 		return
 	}
-	sh, k, ok := t.draw()
+	sh, k, ok := t.draw(pre)
 	if !ok {
 		return
 	}

@@ -2,9 +2,14 @@ package top
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // TestSetRunClock checks, in a bubble of fake time, that a running Set's
@@ -82,6 +87,84 @@ func TestSetRunLapsesFloods(t *testing.T) {
 		before := tr.Snapshot(1).DeniedTotal
 		tr.observeIn(0, "hot", Denied, 1, 1, 1)
 		if got := tr.Snapshot(1).DeniedTotal - before; got != 1 {
+			t.Errorf("a denial after the flood added %d, want 1", got)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestLimiterFloodFloor checks, in a bubble of fake time, a Limiter's
+// draw before the tracker lookup under a flood (Set.floor): a Zipf flood
+// of denials through a real memory store raises the set's floor, the
+// denials counted stay within the sampling error of the exact count
+// (in total and for each top key, the first the exact first), and
+// once the flood has lapsed the floor is 0 again and a single denial is
+// counted.
+func TestLimiterFloodFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set, err := NewSet(Options{Capacity: 64, Buckets: 1, Period: 30 * time.Second, Budget: 50, Tick: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.Configure(map[string]bool{"api": true}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { set.Run(ctx); close(done) }()
+		synctest.Wait()
+		l := &Limiter{Next: newMemstore(t), Set: set}
+		limit := sluice.Limit{Rate: 1, Window: time.Hour} // denied after the first check
+		rng := rand.New(rand.NewPCG(21, 22))
+		zipf := rand.NewZipf(rng, 1.1, 1, 9_999)
+		exact := map[string]int64{}
+		var denied int64
+		var d sluice.Decision
+		floor := uint32(0)
+		for range 200 { // 2 s of fake time, 500 checks every 10 ms
+			for range 500 {
+				k := "client-" + strconv.FormatUint(zipf.Uint64(), 10)
+				if err := l.Check(ctx, sluice.Check{Hits: []sluice.Hit{{Zone: "api", Key: k, Limit: limit}}, Cost: 1}, &d); err != nil {
+					t.Fatal(err)
+				}
+				if !d.Allowed {
+					exact[k]++
+					denied++
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+			floor = max(floor, set.floor.Load())
+		}
+		if floor == 0 {
+			t.Fatalf("the set's floor stayed 0 under %d denials a second against a budget of 50", denied/2)
+		}
+		snap := set.Tracker("api").Snapshot(3)
+		q := float64(2 * snap.Sampling) // the shift moves within a second
+		if diff, tol := math.Abs(float64(snap.DeniedTotal-denied)), 5*math.Sqrt(q*float64(denied)); diff > tol {
+			t.Errorf("denied total %d, exact %d: off by %.0f > %.0f (floor up to %d, sampling %d)", snap.DeniedTotal, denied, diff, tol, floor, snap.Sampling)
+		}
+		bound := float64(snap.DeniedTotal) / float64(snap.Capacity)
+		for i, k := range snap.Denied {
+			// Zipf: the exact top key is client-0, twice the next; the
+			// sampling (128) may swap the next ones, close in count.
+			key := k.Key
+			if i == 0 && key != "client-0" {
+				t.Errorf("top[0] = %s, want client-0", key)
+			}
+			if diff, tol := math.Abs(float64(k.Count-exact[key])), bound+5*math.Sqrt(q*float64(exact[key])); diff > tol {
+				t.Errorf("%s: estimate %d, exact %d: off by %.0f > %.0f", key, k.Count, exact[key], diff, tol)
+			}
+		}
+		time.Sleep(3 * time.Second) // the floods lapse, the clock's tick lowers the floor
+		if f := set.floor.Load(); f != 0 {
+			t.Errorf("floor %d 3 s after the flood, want 0", f)
+		}
+		before := set.Tracker("api").Snapshot(1).DeniedTotal
+		if err := l.Check(ctx, sluice.Check{Hits: []sluice.Hit{{Zone: "api", Key: "client-0", Limit: limit}}, Cost: 1}, &d); err != nil || d.Allowed {
+			t.Fatalf("check = %v, %v; want denied", d.Allowed, err)
+		}
+		if got := set.Tracker("api").Snapshot(1).DeniedTotal - before; got != 1 {
 			t.Errorf("a denial after the flood added %d, want 1", got)
 		}
 		cancel()

@@ -156,6 +156,9 @@ type Tracker struct {
 	// clock, when set and not zero, is the time in Unix nanoseconds kept
 	// by a running Set; otherwise Options.Now is called.
 	clock *atomic.Int64
+	// floor, when set, is the flood floor of the Set the tracker belongs
+	// to (Set.floor): a shard that lowers its shift lowers it.
+	floor *atomic.Uint32
 
 	// missed counts the checks not observed because their shard was busy
 	// (Snapshot.Missed).
@@ -264,7 +267,7 @@ func (t *Tracker) ShowKeys() bool { return t.opts.ShowKeys }
 // while another observation or a snapshot holds its shard, the check
 // is counted in Snapshot.Missed instead.
 func (t *Tracker) Observe(key string, r Result, cost int64, usage float64) {
-	t.observe(key, r, cost, usage, 1)
+	t.observe(key, r, cost, usage, 1, 0)
 }
 
 // now is the current time in Unix nanoseconds.
@@ -279,29 +282,35 @@ func (t *Tracker) now() int64 {
 
 // observe records a check that stands for scale checks (a sample): an
 // allowed check counts scale times its cost and scale allowed checks.
-func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64) {
-	if sh, k, ok := t.draw(); ok {
+// The check was drawn already with probability 2^-pre (Set.floor).
+func (t *Tracker) observe(key string, r Result, cost int64, usage float64, scale int64, pre uint32) {
+	if sh, k, ok := t.draw(pre); ok {
 		t.observeShard(sh, k, key, r, cost, usage, scale<<k)
 	}
 }
 
 // draw picks the shard of the calling goroutine's P and whether, under
-// its shift k (Options.Budget), the check is observed.
-func (t *Tracker) draw() (sh *shard, k uint32, ok bool) {
+// its shift (Options.Budget), the check is observed, given that it was
+// drawn already with probability 2^-pre: k is then the larger of the
+// two, the check stands for 2^k, and only the k-pre bits left are drawn.
+func (t *Tracker) draw(pre uint32) (sh *shard, k uint32, ok bool) {
 	p := procPin()
 	procUnpin()
 	sh = &t.shards[uint(p)%uint(len(t.shards))]
 	// As drawIn, written out: a check under a flood pays no call here.
 	f := sh.flood.Load()
 	if f == 0 {
-		return sh, 0, true
+		return sh, pre, true
 	}
 	if c := t.clock; c == nil || c.Load() == 0 {
 		k = shiftAt(f, t.now())
 	} else {
 		k = uint32(f & 0xff)
 	}
-	return sh, k, k == 0 || cheaprand()&(1<<k-1) == 0
+	if k <= pre {
+		return sh, pre, true
+	}
+	return sh, k, cheaprand()&(1<<(k-pre)-1) == 0
 }
 
 // drawIn is draw in shard sh.
@@ -333,6 +342,25 @@ func shiftAt(f uint64, now int64) uint32 {
 		return 0 // the next observation sets it again
 	}
 	return uint32(f & 0xff)
+}
+
+// lowerFloor makes floor at most k.
+func lowerFloor(floor *atomic.Uint32, k uint32) {
+	for {
+		f := floor.Load()
+		if f <= k || floor.CompareAndSwap(f, k) {
+			return
+		}
+	}
+}
+
+// minShift is the smallest shift of t's shards at now.
+func (t *Tracker) minShift(now int64) uint32 {
+	m := uint32(maxShift)
+	for i := range t.shards {
+		m = min(m, shiftAt(t.shards[i].flood.Load(), now))
+	}
+	return m
 }
 
 // lapse ends the floods of the shards that lapsed at now.
@@ -385,7 +413,7 @@ func (sh *shard) budget(t *Tracker, now int64, k uint32) {
 			}
 		}
 		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
-		sh.setShift(u, next)
+		sh.setShift(t, u, next)
 		if next != k {
 			return // this observation was drawn at the old shift
 		}
@@ -393,13 +421,17 @@ func (sh *shard) budget(t *Tracker, now int64, k uint32) {
 	sh.observed++
 	sh.candidates += 1 << k
 	if sh.observed > budget && k < maxShift {
-		sh.setShift(sh.budgetSec, k+1)
+		sh.setShift(t, sh.budgetSec, k+1)
 		sh.observed = 0
 	}
 }
 
-// setShift makes k the shift, set in second u.
-func (sh *shard) setShift(u int64, k uint32) {
+// setShift makes k the shift, set in second u, and lowers t's floor to
+// k if it was higher.
+func (sh *shard) setShift(t *Tracker, u int64, k uint32) {
+	if t.floor != nil {
+		lowerFloor(t.floor, k)
+	}
 	if k == 0 {
 		sh.flood.Store(0)
 		return
