@@ -59,6 +59,7 @@ type entry struct {
 	groupLen  int32
 	algorithm uint8
 	inlineLen uint8  // length of group+zone+key in inline; 0 when it is in long or hashed
+	denied    bool   // the last check under the lock was denied: a hint for peek
 	long      string // group+zone+key, when longer than inlineID and at most maxWhole
 	inline    [inlineID]byte
 }

@@ -37,14 +37,33 @@ type shard struct {
 	// the header, not two, and never a neighbour's. The lock is a plain
 	// mutex: two atomic operations per check where a sync.RWMutex's
 	// exclusive lock takes four (see "Speed" in docs/memstore.md).
-	mu     sync.Mutex
-	ops    uint32 // checks since the last sweep (tick)
-	cursor uint32 // where the next sweep starts
+	mu sync.Mutex
+	// seq is a sequence lock beside mu: odd while mu's holder may change
+	// the table or a state, even otherwise; every hold of mu adds 2. A
+	// check that reads without the lock (see peek) trusts what it read
+	// only if seq was the same even number before and after.
+	seq    uint64
 	slots  []slot // a power of two of them
-	n      int    // entries
+	cursor uint32 // where the next sweep starts
+	n      int32  // entries
 	max    int32  // entries the shard may hold
+	ops    uint16 // checks since the last sweep (tick), at most sweepEvery<<maxIdle
 	idle   uint8  // sweeps in a row that dropped nothing, up to maxIdle
-	_      [128 - 53]byte
+	_      [128 - 55]byte
+}
+
+// lock locks the shard for a change: mu, and seq made odd, so that a
+// check reading without the lock sees that it may have read a change in
+// progress.
+func (sh *shard) lock() {
+	sh.mu.Lock()
+	sh.seq++
+}
+
+// unlock makes seq even again, then unlocks mu.
+func (sh *shard) unlock() {
+	sh.seq++
+	sh.mu.Unlock()
 }
 
 // slot is one place of a shard's table; e is nil when it is empty.
@@ -143,8 +162,8 @@ func (sh *shard) sweep(now int64) int {
 		}
 		budget = sweepScan
 	}
-	if len(sh.slots) > minSlots && sh.n*shrinkDen < len(sh.slots) {
-		sh.resize(max(minSlots, 2*ceilPow2(sh.n)))
+	if len(sh.slots) > minSlots && int(sh.n)*shrinkDen < len(sh.slots) {
+		sh.resize(max(minSlots, 2*ceilPow2(int(sh.n))))
 	}
 	return dropped
 }
@@ -172,10 +191,10 @@ func (sh *shard) resize(n int) {
 // full. It reports whether a live state was evicted and how many expired
 // ones were dropped. sh.mu must be held.
 func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired int) {
-	if sh.n >= int(sh.max) {
+	if sh.n >= sh.max {
 		evicted, expired = sh.makeRoom(h, now)
 	}
-	if (sh.n+1)*growDen > len(sh.slots)*growNum {
+	if int(sh.n+1)*growDen > len(sh.slots)*growNum {
 		sh.resize(2 * len(sh.slots))
 	}
 	mask := uint64(len(sh.slots) - 1)

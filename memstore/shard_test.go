@@ -108,7 +108,7 @@ func TestTableModel(t *testing.T) {
 				}
 			}
 		}
-		if sh.n != len(model) {
+		if int(sh.n) != len(model) {
 			t.Fatalf("step %d: %d entries, model %d", step, sh.n, len(model))
 		}
 		if step%1000 == 0 || step > 199_000 {
@@ -117,7 +117,7 @@ func TestTableModel(t *testing.T) {
 					t.Fatalf("step %d: find(%s) = %p, want %p", step, name, got, st.e)
 				}
 			}
-			if n := len(sh.slots); sh.n*growDen > n*growNum {
+			if n := len(sh.slots); int(sh.n)*growDen > n*growNum {
 				t.Fatalf("step %d: %d entries in %d slots", step, sh.n, n)
 			}
 		}

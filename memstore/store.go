@@ -213,9 +213,21 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	shadow := c.Shadow || l.Shadow
 	now := s.micros()
 	var o algo.Outcome
+	var e *entry
+	seq := uint64(1) // odd: no lookup to reuse
+	if lockFree {
+		var done bool
+		if e, seq, done = sh.peek(hash, &k, p, shadow, &o, now, c.Cost); done {
+			fillOne(d, shadow, p.Rate, &o)
+			return
+		}
+	}
 	sh.mu.Lock()
-	s.tick(sh, now)
-	e := sh.find(hash, &k)
+	same := sh.seq == seq // nothing changed since peek looked e up
+	sh.seq++
+	if s.tick(sh, now) || !same {
+		e = sh.find(hash, &k)
+	}
 	stored := e != nil
 	if !stored {
 		e = newEntry(code)
@@ -224,7 +236,10 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
-	sh.mu.Unlock()
+	if e.denied != !o.Allowed && stored {
+		e.denied = !o.Allowed
+	}
+	sh.unlock()
 	fillOne(d, shadow, p.Rate, &o)
 }
 
@@ -296,10 +311,12 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 // busy store) spends a sixteenth of the cache misses on sweeping, and a
 // shard whose states expire is swept every 64 checks again once a sweep
 // meets one. See shard.sweep.
-func (s *Store) tick(sh *shard, now int64) {
-	if sh.ops++; sh.ops >= sweepEvery<<sh.idle {
-		s.sweep(sh, now)
+func (s *Store) tick(sh *shard, now int64) (swept bool) {
+	if sh.ops++; sh.ops < sweepEvery<<sh.idle {
+		return false
 	}
+	s.sweep(sh, now)
+	return true
 }
 
 func (s *Store) sweep(sh *shard, now int64) {
@@ -436,7 +453,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += sh.n
+		st.Keys += int(sh.n)
 		sh.mu.Unlock()
 	}
 	return st

@@ -87,14 +87,14 @@ func (b *workset) addShard(sh uint32) {
 func (b *workset) lock(s *Store, now int64) {
 	for _, i := range b.order[:b.nlocked] {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		s.tick(sh, now)
 	}
 }
 
 func (b *workset) unlock(s *Store) {
 	for _, i := range b.order[:b.nlocked] {
-		s.shards[i].mu.Unlock()
+		s.shards[i].unlock()
 	}
 }
 
