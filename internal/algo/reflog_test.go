@@ -22,7 +22,6 @@ type refLog struct {
 	sum int64
 }
 
-
 // live returns the index of the oldest event still inside the window and
 // the sum of the costs from there on. Events are ordered by At, so the
 // live ones follow the ones that have left: it walks only the latter.
