@@ -12,24 +12,28 @@ const maxPeekRing = 32
 
 // peek decides a single-hit check without the shard's lock when the
 // check records nothing: a denial that is not shadow, or a cost of 0. It
-// reads the shard as a sequence lock's reader: seq (even) before, the
-// table and the state read as they are, then seq again; an unchanged seq
-// means no holder of the lock changed anything in between, so what was
-// read is the state some instant between the two reads, and the decision
-// is the one the locked path would have made at that instant, on the same
-// clock reading (TestPeekIsLocked). Anything else (a holder in the way, a
-// state that allows the cost, an entry not found) returns done false, with
-// the entry looked up and the seq it was looked up under, so the locked
-// path can skip its own lookup when seq has not moved.
+// reads as the reader of two sequence locks: the shard's seq, around its
+// reading of the table's slice header, and the entry's seq, around its
+// copy of the state. An unchanged even seq means no holder of the lock
+// changed what was read in between, so the copy is the state at some
+// instant of the check, when the entry was in the table, and the decision
+// is the one the locked path would have made at that instant on the same
+// clock reading (TestPeekIsLocked). Anything else (a change in progress,
+// a state that allows the cost, an entry not found) returns done false,
+// with the entry looked up and the shard's seq it was looked up under, so
+// the locked path can skip its own lookup when the table has not changed.
 //
 // A hot key far over its limit is denied this way with no write to
-// shared memory at all: no lock word, no sweep counter. The lookup's
-// reads are safe however they interleave with a holder's writes: the
-// slice header of the table is used only once seq shows it whole, every
-// other read is one machine word (a pointer read is the old or the new
-// pointer, and the object stays alive), identities never change once
-// stored, and a state is evaluated from a copy that seq vouches for, or
-// (log) by loops bounded by a slice header that seq vouches for.
+// shared memory at all: no lock word, no sweep counter, and it reads
+// only lines that checks write no more often than they change them (the
+// shard's second line changes with the table's shape, an entry's with
+// its state). The reads are safe however they interleave with a
+// holder's writes: the table's slice header is used only once seq shows
+// it whole, every other read is one machine word (a pointer read is the
+// old or the new pointer, and the object stays alive), identities never
+// change once stored, and a state is evaluated from a copy its seq
+// vouches for, or (log) in place by loops bounded by a slice header its
+// seq vouches for, the result discarded unless seq still does.
 //
 // The entry's denied hint (set under the lock by the last locked check)
 // keeps checks that will be allowed from evaluating twice.
@@ -46,35 +50,39 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 	if e == nil || cost > 0 && (shadow || !e.denied) {
 		return e, seq, false
 	}
+	es := atomic.LoadUint32(&e.seq)
+	if es&1 != 0 {
+		return e, seq, false
+	}
 	var r algo.Result
 	switch e.algorithm {
 	case codeWindow:
 		st := *e.windowState()
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
 	case codeGCRA:
 		st := *e.gcraState()
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
 	case codeDecay:
 		st := *e.decayState()
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
 	case codeBuckets:
 		src := e.bucketsState()
 		st := algo.Buckets{Head: src.Head, Counts: src.Counts}
-		if len(st.Counts) > maxPeekRing || atomic.LoadUint64(&sh.seq) != seq {
+		if len(st.Counts) > maxPeekRing || atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		var ring [maxPeekRing]int64
 		st.Counts = ring[:copy(ring[:], st.Counts)]
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
@@ -82,11 +90,11 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 		// The events are read in place: their header is vouched for
 		// before Eval reads them, and the result after.
 		st := *e.logState()
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
-		if atomic.LoadUint64(&sh.seq) != seq {
+		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 	default:

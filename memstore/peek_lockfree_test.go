@@ -5,6 +5,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -115,6 +116,73 @@ func TestPeekUnderChurn(t *testing.T) {
 							t.Errorf("check %d on %s: %+v, want %+v", i, hot[k], d, want[k])
 							return
 						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestPeekSeesWholeStates runs peeks (cost 0, decided without the lock)
+// while another goroutine records on the same state, through single-hit
+// checks and two-hit checks (algo.Decide's path), on a clock that does
+// not move: each reader must see the usage only grow, by whole units,
+// never past what was recorded, and the last peek see every record. (A
+// smoke test of the entries' sequence locks under the two paths that
+// record; TestPeekIsLocked holds the decision itself to the locked one.)
+func TestPeekSeesWholeStates(t *testing.T) {
+	for _, a := range sluice.Algorithms() {
+		t.Run(string(a), func(t *testing.T) {
+			at := time.Unix(1_700_000_000, 0)
+			s := newStore(t, Options{Now: func() time.Time { return at }, MaxKeys: 64, Shards: 1})
+			l := sluice.Limit{Rate: 1000, Window: time.Hour, Algorithm: a}
+			ctx := context.Background()
+			hit := sluice.Hit{Key: "k", Limit: l}
+			other := sluice.Hit{Key: "other", Limit: sluice.Limit{Rate: 1000, Window: time.Hour}}
+			if err := s.Check(ctx, sluice.Check{Hits: []sluice.Hit{hit}, Cost: 1}, new(sluice.Decision)); err != nil {
+				t.Fatal(err)
+			}
+			const records = 600
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			wg.Go(func() {
+				defer close(stop)
+				var d sluice.Decision
+				for i := range records - 1 {
+					hits := []sluice.Hit{hit}
+					if i%2 == 0 {
+						hits = append(hits, other)
+					}
+					if err := s.Check(ctx, sluice.Check{Hits: hits, Cost: 1}, &d); err != nil || !d.Allowed {
+						t.Errorf("record %d: %v, allowed %v", i, err, d.Allowed)
+						return
+					}
+				}
+			})
+			for range 2 {
+				wg.Go(func() {
+					var d sluice.Decision
+					last := 0.0
+					for done := false; !done; {
+						select {
+						case <-stop:
+							done = true // one more peek after the last record
+						default:
+						}
+						if err := s.Check(ctx, sluice.Check{Hits: []sluice.Hit{hit}}, &d); err != nil {
+							t.Error(err)
+							return
+						}
+						u := d.Hits[0].Used
+						if u < last || u > records || math.Abs(u-math.Round(u)) > 1e-6 {
+							t.Errorf("usage %v after %v (at most %d, whole units)", u, last, records)
+							return
+						}
+						last = u
+					}
+					if math.Round(last) != records {
+						t.Errorf("last usage seen %v, want %d", last, records)
 					}
 				})
 			}

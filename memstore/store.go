@@ -140,9 +140,15 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	n := b.prepare(s, c)
 	b.lock(s, now)
 	b.load(s, c.Group)
+	if c.Cost > 0 {
+		b.changing(n)
+	}
 	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
 		b.store(s, c.Group, now)
+	}
+	if c.Cost > 0 {
+		b.changed(n)
 	}
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
@@ -222,22 +228,28 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 			return
 		}
 	}
-	sh.mu.Lock()
-	same := sh.seq == seq // nothing changed since peek looked e up
-	sh.seq++
-	if s.tick(sh, now) || !same {
+	sh.lock()
+	if s.tick(sh, now) || sh.seq != seq { // else the table is as peek found it
 		e = sh.find(hash, &k)
 	}
 	stored := e != nil
 	if !stored {
 		e = newEntry(code)
 	}
+	if stored && c.Cost > 0 {
+		e.changing()
+	}
 	allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
-	if e.denied != !o.Allowed && stored {
-		e.denied = !o.Allowed
+	if stored {
+		if c.Cost > 0 {
+			e.changed()
+		}
+		if e.denied != !o.Allowed {
+			e.denied = !o.Allowed
+		}
 	}
 	sh.unlock()
 	fillOne(d, shadow, p.Rate, &o)

@@ -113,6 +113,25 @@ func (b *workset) load(s *Store, group string) {
 	}
 }
 
+// changing marks the states of the first n hits that are stored as
+// being changed (entry.changing), changed as changed. Both may meet one
+// state twice, when two hits share it.
+func (b *workset) changing(n int) {
+	for i := range n {
+		if b.stored[i] {
+			b.entries[i].changing()
+		}
+	}
+}
+
+func (b *workset) changed(n int) {
+	for i := range n {
+		if b.stored[i] {
+			b.entries[i].changed()
+		}
+	}
+}
+
 // store records the new reset deadlines after an allowed check and inserts
 // the states that were new. Shards must be locked.
 func (b *workset) store(s *Store, group string, now int64) {
