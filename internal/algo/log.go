@@ -51,33 +51,50 @@ const (
 
 func (w logWords) wide() bool { return w[0] == wideMark }
 
-// n returns the number of events.
-func (w logWords) n() int {
-	switch {
-	case len(w) == 0:
-		return 0
-	case w.wide():
-		return (len(w) - 1) / 2
-	}
-	return len(w) - 1
+// logView reads a log's events in the form it had when the view was
+// taken: its indexes stay within the words whatever they hold later, so a
+// reader without the store's lock (memstore's peek, which discards what
+// it read if the state changed) can never index past them.
+type logView struct {
+	w    logWords
+	wide bool
 }
 
-// event returns event i (0 the oldest).
-func (w logWords) event(i int) (at, cost int64) {
-	if w.wide() {
-		return int64(w[1+2*i]), int64(w[2+2*i])
-	}
-	v := w[1+i]
-	return int64(w[0]) + int64(v>>costBits), int64(v & costMask)
+func (w logWords) view() logView {
+	return logView{w: w, wide: len(w) > 0 && w.wide()}
 }
+
+// n returns the number of events.
+func (v logView) n() int {
+	switch {
+	case len(v.w) == 0:
+		return 0
+	case v.wide:
+		return (len(v.w) - 1) / 2
+	}
+	return len(v.w) - 1
+}
+
+// event returns event i (0 the oldest), i < n().
+func (v logView) event(i int) (at, cost int64) {
+	if v.wide {
+		return int64(v.w[1+2*i]), int64(v.w[2+2*i])
+	}
+	x := v.w[1+i]
+	return int64(v.w[0]) + int64(x>>costBits), int64(x & costMask)
+}
+
+// n and event are the view's, for a log read under its store's lock.
+func (w logWords) n() int                       { return w.view().n() }
+func (w logWords) event(i int) (at, cost int64) { return w.view().event(i) }
 
 // live returns the index of the oldest event still inside the window and
 // the sum of the costs from there on. Events are ordered by At, so the
 // live ones follow the ones that have left: it walks only the latter.
-func (s *Log) live(p Params, now int64) (first int, used int64) {
+func (s *Log) live(v logView, p Params, now int64) (first int, used int64) {
 	used = s.sum
-	for n := s.ev.n(); first < n; first++ {
-		at, c := s.ev.event(first)
+	for n := v.n(); first < n; first++ {
+		at, c := v.event(first)
 		if at > now-p.Window {
 			break
 		}
@@ -88,10 +105,11 @@ func (s *Log) live(p Params, now int64) (first int, used int64) {
 
 // Eval implements State.
 func (s *Log) Eval(p Params, now, cost int64) Result {
-	first, used := s.live(p, now)
-	r := Result{Used: float64(used), ResetAfter: s.resetAfter(p, now)}
+	v := s.ev.view()
+	first, used := s.live(v, p, now)
+	r := Result{Used: float64(used), ResetAfter: resetAfter(v, p, now)}
 	if r.Allowed = used+cost <= p.Rate; !r.Allowed {
-		r.RetryAfter = s.retryAfter(p, now, first, used, cost)
+		r.RetryAfter = retryAfter(v, p, now, first, used, cost)
 	}
 	return r
 }
@@ -99,9 +117,9 @@ func (s *Log) Eval(p Params, now, cost int64) Result {
 // retryAfter returns the µs until cost fits on the used cost of the events
 // from first on. The cost fits once enough of the oldest events have left:
 // event i leaves (now − W, now] when now reaches At + W.
-func (s *Log) retryAfter(p Params, now int64, first int, used, cost int64) int64 {
-	for i, n := first, s.ev.n(); i < n; i++ {
-		at, c := s.ev.event(i)
+func retryAfter(v logView, p Params, now int64, first int, used, cost int64) int64 {
+	for i, n := first, v.n(); i < n; i++ {
+		at, c := v.event(i)
 		used -= c
 		if used+cost <= p.Rate {
 			return at + p.Window - now
@@ -110,20 +128,20 @@ func (s *Log) retryAfter(p Params, now int64, first int, used, cost int64) int64
 	return 0
 }
 
-func (s *Log) resetAfter(p Params, now int64) int64 {
-	n := s.ev.n()
+func resetAfter(v logView, p Params, now int64) int64 {
+	n := v.n()
 	if n == 0 {
 		return 0
 	}
-	at, _ := s.ev.event(n - 1)
+	at, _ := v.event(n - 1)
 	return max(0, at+p.Window-now)
 }
 
 // Record implements State. It drops the events that have left the window.
 func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
-	first, used := s.live(p, now)
+	first, used := s.live(s.ev.view(), p, now)
 	s.add(now, first, used, cost)
-	return float64(used + cost), s.resetAfter(p, now)
+	return float64(used + cost), resetAfter(s.ev.view(), p, now)
 }
 
 // add records cost at now, first dropping the events before first (those
@@ -236,16 +254,17 @@ func (w logWords) widen() logWords {
 // outcome and the state are those of Eval and Record
 // (TestCheckIsEvalRecord).
 func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
-	first, used := s.live(p, now)
+	v := s.ev.view()
+	first, used := s.live(v, p, now)
 	o := Outcome{Allowed: used+cost <= p.Rate, Used: float64(used)}
 	if !o.Allowed {
-		o.RetryAfter = s.retryAfter(p, now, first, used, cost)
+		o.RetryAfter = retryAfter(v, p, now, first, used, cost)
 	}
 	if (o.Allowed || shadow) && cost > 0 {
 		s.add(now, first, used, cost)
 		o.Used = float64(used + cost)
 	}
-	o.ResetAfter = s.resetAfter(p, now)
+	o.ResetAfter = resetAfter(s.ev.view(), p, now)
 	return o
 }
 

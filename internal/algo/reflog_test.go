@@ -196,3 +196,22 @@ func TestLogIsRefLog(t *testing.T) {
 		t.Fatalf("forms met: %v: too few of one to test it", forms)
 	}
 }
+
+// TestLogEvalAnyWords: Eval reads a log's words in the form they had when
+// it began, so words holding anything at all (as memstore's peek may read
+// while another check changes them, before it discards the result) never
+// make it index past them or loop without end.
+func TestLogEvalAnyWords(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(71, 72))
+	for range 100_000 {
+		w := make(logWords, rng.IntN(9))
+		for i := range w {
+			w[i] = rng.Uint64()
+		}
+		if len(w) > 0 && rng.IntN(2) == 0 {
+			w[0] = wideMark
+		}
+		s := Log{ev: w, sum: rng.Int64()}
+		s.Eval(Params{Rate: 1 + rng.Int64N(100), Window: 1 + rng.Int64N(1<<40)}, rng.Int64(), rng.Int64N(10))
+	}
+}
