@@ -120,3 +120,53 @@ func warmStore(b *testing.B, keys []string, limits ...sluice.Limit) *Store {
 	}
 	return s
 }
+
+// BenchmarkCheckHot measures the deny path: 10 keys far over a limit of
+// 100 per minute (the bench module's hot workload), every algorithm, from
+// one goroutine and from GOMAXPROCS goroutines walking the same keys one
+// apart. Where peek is on, these checks take no lock.
+//
+//	go test -run '^$' -bench BenchmarkCheckHot -benchtime 1s ./memstore
+func BenchmarkCheckHot(b *testing.B) {
+	keys := benchKeySet()[:10]
+	for _, a := range sluice.Algorithms() {
+		l := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: a}
+		s := newStore(b, Options{})
+		var d sluice.Decision
+		for _, k := range keys {
+			for range 101 {
+				if err := s.Check(context.Background(), sluice.Check{Hits: []sluice.Hit{{Key: k, Limit: l}}, Cost: 1}, &d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(string(a)+"/serial", func(b *testing.B) {
+			var d sluice.Decision
+			ctx := context.Background()
+			hits := []sluice.Hit{{Limit: l}}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				hits[0].Key = keys[i%len(keys)]
+				if err := s.Check(ctx, sluice.Check{Hits: hits, Cost: 1}, &d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(string(a)+"/parallel", func(b *testing.B) {
+			var worker atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var d sluice.Decision
+				ctx := context.Background()
+				hits := []sluice.Hit{{Limit: l}}
+				for i := int(worker.Add(1)); pb.Next(); i++ {
+					hits[0].Key = keys[i%len(keys)]
+					if err := s.Check(ctx, sluice.Check{Hits: hits, Cost: 1}, &d); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -16,6 +16,19 @@
 // each other. Each shard's lock is a sync.Mutex, alone with the fields a
 // check touches on one cache line of its own.
 //
+// A single-hit check that records nothing (a denial that is not shadow,
+// or a cost of 0) is decided without the lock on amd64: it reads the
+// shard's table and the state's entry as a sequence lock's reader (a
+// counter beside the table and one in each entry, odd while the lock's
+// holder changes them) and evaluates a copy of the state; if anything it
+// read changed meanwhile, or the state would allow a recording check, it
+// takes the lock as any other check. Its decision is the one the locked
+// path would make at the instant of its reads (TestPeekIsLocked), so a
+// check stays atomic with respect to every other; a hot key far over its
+// limit is denied with no write to shared memory. Builds with the race
+// detector, which cannot see a sequence lock, and other architectures,
+// whose memory orders are weaker than amd64's, always take the lock.
+//
 // # Lookups and allocation
 //
 // A state's identity is internal/ident's State, the one every store
@@ -58,7 +71,8 @@
 // the expired ones, going on 8 states at a time (up to 64 states, and 256
 // slots) while every state it met had expired, as after a flood of
 // one-off keys. Each sweep starts where the shard's previous one stopped,
-// so sweeps visit the whole table in turn. While sweeps find nothing
+// so sweeps visit the whole table in turn. Checks decided without the
+// lock (above) do not count towards a sweep. While sweeps find nothing
 // expired (every state live, as in a busy store), each sweep comes twice as
 // many checks after the last, up to every 1,024th check; the first sweep
 // that drops a state brings the shard back to every 64th. A table less than 1/8 full is
@@ -94,8 +108,9 @@
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
 // 105 bytes per gcra, decay or sliding-window state, 216 per buckets state
 // with the default 10 buckets (8 more bytes per extra bucket) and 120 per
-// log state holding one event, plus about 16 bytes per further
-// distinct recording instant in its window, up to Rate of them. A zone and
+// log state holding one event, plus about 8 bytes per further
+// distinct recording instant in its window, up to Rate of them (16 once its
+// events span more than 2^44 µs, about 203 days). A zone and
 // key of 33 to 64 bytes together add their length; a longer pair nothing,
 // being kept as its digest. Whatever the key, a sliding-window state holds
 // at most 256 bytes (TestMemoryBoundLongKeys, TestMemoryPerKeyLength), so

@@ -59,8 +59,25 @@ type entry struct {
 	groupLen  int32
 	algorithm uint8
 	inlineLen uint8  // length of group+zone+key in inline; 0 when it is in long or hashed
+	denied    bool   // the last check under the lock was denied: a hint for peek
+	seq       uint32 // odd while the state is being changed: peek's sequence lock on it (see changing)
 	long      string // group+zone+key, when longer than inlineID and at most maxWhole
 	inline    [inlineID]byte
+}
+
+// changing marks e's state as being changed (seq odd), before a check
+// that may record evaluates it; changed marks the end. The state of an
+// entry not yet in a table needs neither: no reader can reach it.
+func (e *entry) changing() {
+	if e.seq&1 == 0 {
+		e.seq++
+	}
+}
+
+func (e *entry) changed() {
+	if e.seq&1 != 0 {
+		e.seq++
+	}
 }
 
 // setID stores k's identity in e, copying its strings: a stored state never

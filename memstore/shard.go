@@ -27,24 +27,54 @@ const (
 // apart by the entries' identities; deletion shifts the following entries
 // back, so the table has no tombstones.
 type shard struct {
-	// Every field a check reads or writes lies in the first 56 bytes, and
+	// The fields a check under the lock writes lie in the first 56 bytes,
+	// those peek reads (seq and the table's slice) in bytes 64 to 96, and
 	// the padding makes a shard 128 bytes. A slice of them starts at a
 	// multiple of 128 bytes (Go's allocator places power-of-two sizes
 	// there), or 8 bytes past one when the allocator puts its 8-byte
 	// header before the slice (larger objects with pointers): either way
-	// those 56 bytes lie in one 64-byte cache line of their own
+	// each group lies in one 64-byte cache line of its own
 	// (TestShardLayout). A check on another core then moves one line of
-	// the header, not two, and never a neighbour's. The lock is a plain
-	// mutex: two atomic operations per check where a sync.RWMutex's
-	// exclusive lock takes four (see "Speed" in docs/memstore.md).
+	// the header, not two, and never a neighbour's; and the second line
+	// is written only when the table changes shape, so checks on both
+	// cores read it without moving it. The lock is a plain mutex: two
+	// atomic operations per check where a sync.RWMutex's exclusive lock
+	// takes four (see "Speed" in docs/memstore.md).
 	mu     sync.Mutex
-	ops    uint32 // checks since the last sweep (tick)
 	cursor uint32 // where the next sweep starts
-	slots  []slot // a power of two of them
-	n      int    // entries
+	n      int32  // entries
 	max    int32  // entries the shard may hold
+	ops    uint16 // checks since the last sweep (tick), at most sweepEvery<<maxIdle
 	idle   uint8  // sweeps in a row that dropped nothing, up to maxIdle
-	_      [128 - 53]byte
+	_      [64 - 23]byte
+	// seq is a sequence lock on the table for peek: made odd (changing)
+	// before mu's holder first changes a slot or replaces slots, even
+	// again when it unlocks. A reader trusts what it read of the table
+	// only if seq was the same even number before and after.
+	seq   uint64
+	slots []slot // a power of two of them
+	_     [64 - 32]byte
+}
+
+// lock locks the shard.
+func (sh *shard) lock() {
+	sh.mu.Lock()
+}
+
+// changing marks the table as changing, before a slot changes or slots
+// is replaced. sh.mu must be held.
+func (sh *shard) changing() {
+	if sh.seq&1 == 0 {
+		sh.seq++
+	}
+}
+
+// unlock ends a change of the table, if any, then unlocks mu.
+func (sh *shard) unlock() {
+	if sh.seq&1 != 0 {
+		sh.seq++
+	}
+	sh.mu.Unlock()
 }
 
 // slot is one place of a shard's table; e is nil when it is empty.
@@ -89,6 +119,7 @@ func (sh *shard) remove(h uint64, e *entry) {
 // removeAt empties slot i and moves back the entries after it that would
 // otherwise no longer be found from their home slot. sh.mu must be held.
 func (sh *shard) removeAt(i uint64) {
+	sh.changing()
 	mask := uint64(len(sh.slots) - 1)
 	sh.n--
 	for j := i; ; {
@@ -143,8 +174,8 @@ func (sh *shard) sweep(now int64) int {
 		}
 		budget = sweepScan
 	}
-	if len(sh.slots) > minSlots && sh.n*shrinkDen < len(sh.slots) {
-		sh.resize(max(minSlots, 2*ceilPow2(sh.n)))
+	if len(sh.slots) > minSlots && int(sh.n)*shrinkDen < len(sh.slots) {
+		sh.resize(max(minSlots, 2*ceilPow2(int(sh.n))))
 	}
 	return dropped
 }
@@ -152,6 +183,7 @@ func (sh *shard) sweep(now int64) int {
 // resize rebuilds the table with n slots (a power of two that holds every
 // entry): a table never gives back its memory otherwise.
 func (sh *shard) resize(n int) {
+	sh.changing()
 	old := sh.slots
 	sh.slots = make([]slot, n)
 	mask := uint64(n - 1)
@@ -172,12 +204,13 @@ func (sh *shard) resize(n int) {
 // full. It reports whether a live state was evicted and how many expired
 // ones were dropped. sh.mu must be held.
 func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired int) {
-	if sh.n >= int(sh.max) {
+	if sh.n >= sh.max {
 		evicted, expired = sh.makeRoom(h, now)
 	}
-	if (sh.n+1)*growDen > len(sh.slots)*growNum {
+	if int(sh.n+1)*growDen > len(sh.slots)*growNum {
 		sh.resize(2 * len(sh.slots))
 	}
+	sh.changing()
 	mask := uint64(len(sh.slots) - 1)
 	i := h & mask
 	for sh.slots[i].e != nil {

@@ -108,7 +108,7 @@ func TestTableModel(t *testing.T) {
 				}
 			}
 		}
-		if sh.n != len(model) {
+		if int(sh.n) != len(model) {
 			t.Fatalf("step %d: %d entries, model %d", step, sh.n, len(model))
 		}
 		if step%1000 == 0 || step > 199_000 {
@@ -117,7 +117,7 @@ func TestTableModel(t *testing.T) {
 					t.Fatalf("step %d: find(%s) = %p, want %p", step, name, got, st.e)
 				}
 			}
-			if n := len(sh.slots); sh.n*growDen > n*growNum {
+			if n := len(sh.slots); int(sh.n)*growDen > n*growNum {
 				t.Fatalf("step %d: %d entries in %d slots", step, sh.n, n)
 			}
 		}
@@ -125,7 +125,8 @@ func TestTableModel(t *testing.T) {
 }
 
 // TestShardLayout holds the shard header to what its comment promises:
-// 128 bytes, the fields a check touches in the first 56, and the shards of
+// 128 bytes, the fields a locked check writes in the first 56, those peek
+// reads in bytes 64 to 120, and the shards of
 // a store starting at a multiple of 128 bytes or 8 bytes past one, for
 // every shard count, so those fields lie in one 64-byte cache line. It
 // guards speed, not correctness: a check on another core moves one cache
@@ -136,7 +137,10 @@ func TestShardLayout(t *testing.T) {
 		t.Errorf("shard is %d bytes, want 128", got)
 	}
 	if end := unsafe.Offsetof(sh.idle) + unsafe.Sizeof(sh.idle); end > 56 {
-		t.Errorf("shard's fields end at byte %d, want <= 56", end)
+		t.Errorf("shard's locked fields end at byte %d, want <= 56", end)
+	}
+	if start, end := unsafe.Offsetof(sh.seq), unsafe.Offsetof(sh.slots)+unsafe.Sizeof(sh.slots); start < 64 || end > 120 {
+		t.Errorf("shard's fields for peek lie in bytes %d to %d, want within 64 to 120", start, end)
 	}
 	for _, n := range []int{1, 2, 8, 32, 64, 256, 1024} {
 		s := newStore(t, Options{MaxKeys: 1 << 20, Shards: n})

@@ -140,9 +140,15 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	n := b.prepare(s, c)
 	b.lock(s, now)
 	b.load(s, c.Group)
+	if c.Cost > 0 {
+		b.changing(n)
+	}
 	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
 		b.store(s, c.Group, now)
+	}
+	if c.Cost > 0 {
+		b.changed(n)
 	}
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
@@ -213,18 +219,39 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	shadow := c.Shadow || l.Shadow
 	now := s.micros()
 	var o algo.Outcome
-	sh.mu.Lock()
-	s.tick(sh, now)
-	e := sh.find(hash, &k)
+	var e *entry
+	seq := uint64(1) // odd: no lookup to reuse
+	if lockFree {
+		var done bool
+		if e, seq, done = sh.peek(hash, &k, p, shadow, &o, now, c.Cost); done {
+			fillOne(d, shadow, p.Rate, &o)
+			return
+		}
+	}
+	sh.lock()
+	if s.tick(sh, now) || sh.seq != seq { // else the table is as peek found it
+		e = sh.find(hash, &k)
+	}
 	stored := e != nil
 	if !stored {
 		e = newEntry(code)
+	}
+	if stored && c.Cost > 0 {
+		e.changing()
 	}
 	allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
-	sh.mu.Unlock()
+	if stored {
+		if c.Cost > 0 {
+			e.changed()
+		}
+		if e.denied != !o.Allowed {
+			e.denied = !o.Allowed
+		}
+	}
+	sh.unlock()
 	fillOne(d, shadow, p.Rate, &o)
 }
 
@@ -296,10 +323,12 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 // busy store) spends a sixteenth of the cache misses on sweeping, and a
 // shard whose states expire is swept every 64 checks again once a sweep
 // meets one. See shard.sweep.
-func (s *Store) tick(sh *shard, now int64) {
-	if sh.ops++; sh.ops >= sweepEvery<<sh.idle {
-		s.sweep(sh, now)
+func (s *Store) tick(sh *shard, now int64) (swept bool) {
+	if sh.ops++; sh.ops < sweepEvery<<sh.idle {
+		return false
 	}
+	s.sweep(sh, now)
+	return true
 }
 
 func (s *Store) sweep(sh *shard, now int64) {
@@ -436,7 +465,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += sh.n
+		st.Keys += int(sh.n)
 		sh.mu.Unlock()
 	}
 	return st

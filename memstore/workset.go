@@ -87,14 +87,14 @@ func (b *workset) addShard(sh uint32) {
 func (b *workset) lock(s *Store, now int64) {
 	for _, i := range b.order[:b.nlocked] {
 		sh := &s.shards[i]
-		sh.mu.Lock()
+		sh.lock()
 		s.tick(sh, now)
 	}
 }
 
 func (b *workset) unlock(s *Store) {
 	for _, i := range b.order[:b.nlocked] {
-		s.shards[i].mu.Unlock()
+		s.shards[i].unlock()
 	}
 }
 
@@ -110,6 +110,25 @@ func (b *workset) load(s *Store, group string) {
 		}
 		b.entries[i] = e
 		b.hits[i].State = e.state()
+	}
+}
+
+// changing marks the states of the first n hits that are stored as
+// being changed (entry.changing), changed as changed. Both may meet one
+// state twice, when two hits share it.
+func (b *workset) changing(n int) {
+	for i := range n {
+		if b.stored[i] {
+			b.entries[i].changing()
+		}
+	}
+}
+
+func (b *workset) changed(n int) {
+	for i := range n {
+		if b.stored[i] {
+			b.entries[i].changed()
+		}
 	}
 }
 

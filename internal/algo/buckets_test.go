@@ -169,16 +169,16 @@ func TestLogSumIsEvents(t *testing.T) {
 				s.Check(p, now, cost, rng.IntN(3) == 0)
 			}
 			if s.sum != logSum(&s) {
-				t.Fatalf("op %d: sum %d, events add up to %d: %+v", i, s.sum, logSum(&s), s.Events)
+				t.Fatalf("op %d: sum %d, events add up to %d: %+v", i, s.sum, logSum(&s), s.Events())
 			}
 			probe := now + rng.Int64N(2*p.Window) - p.Window/2
 			var want int64
-			for _, ev := range s.Events {
+			for _, ev := range s.Events() {
 				if ev.At > probe-p.Window {
 					want += ev.Cost
 				}
 			}
-			if _, used := s.live(p, probe); used != want {
+			if _, used := s.live(s.ev.view(), p, probe); used != want {
 				t.Fatalf("op %d: usage at %d is %d, live events add up to %d", i, probe, used, want)
 			}
 		}

@@ -75,14 +75,14 @@ func sameState(a, b checker) bool {
 		b := b.(*Decay)
 		return math.Float64bits(a.S) == math.Float64bits(b.S) && a.T0 == b.T0
 	case *Log:
-		return slices.Equal(a.Events, b.(*Log).Events) && a.sum == b.(*Log).sum && a.sum == logSum(a)
+		return slices.Equal(a.Events(), b.(*Log).Events()) && a.sum == b.(*Log).sum && a.sum == logSum(a)
 	}
 	return reflect.DeepEqual(a, b)
 }
 
 // logSum adds up a log's event costs: what Log.sum must equal.
 func logSum(s *Log) (sum int64) {
-	for _, ev := range s.Events {
+	for _, ev := range s.Events() {
 		sum += ev.Cost
 	}
 	return sum

@@ -66,16 +66,26 @@ func (s *Buckets) Refund(p Params, at, cost int64) {
 // Refund implements Refunder: it takes cost from the newest event, where
 // Record put it, and drops the event when nothing is left of it.
 func (s *Log) Refund(p Params, at, cost int64) {
-	n := len(s.Events)
-	if n == 0 || s.Events[n-1].At < at {
+	n := s.ev.n()
+	if n == 0 {
 		return
 	}
-	if c := s.Events[n-1].Cost; c <= cost {
+	last, c := s.ev.event(n - 1)
+	if last < at {
+		return
+	}
+	if c <= cost {
 		s.sum -= c
-		s.Events = s.Events[:n-1]
+		if n == 1 {
+			s.ev = s.ev[:0]
+		} else if s.ev.wide() {
+			s.ev = s.ev[:len(s.ev)-2]
+		} else {
+			s.ev = s.ev[:len(s.ev)-1]
+		}
 	} else {
 		s.sum -= cost
-		s.Events[n-1].Cost = c - cost
+		s.ev.setLast(last, c-cost)
 	}
 }
 
