@@ -124,6 +124,23 @@ def drive(port, path, tokens, n, conc=16):
     return codes
 
 
+def print_stats(port):
+    """Prints the async limiter's counters of each worker (one per new
+    connection until every worker has answered, 50 tries at most)."""
+    import http.client
+    seen = {}
+    for _ in range(50):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/_stats")
+        line = c.getresponse().read().decode().strip()
+        c.close()
+        seen[line.split()[0]] = line
+        if len(seen) == 2:
+            break
+    for line in sorted(seen.values()):
+        print("async stats:", line)
+
+
 def callgrind(args, d, nginx, conf, port, rport):
     """Instructions (callgrind's Ir, user space) per request of one nginx
     worker: two runs of n1 and n2 requests from a fresh start and an empty
@@ -189,6 +206,8 @@ def main():
                     help="with -callgrind, the requests of the two runs whose difference is counted")
     ap.add_argument("-floor", action="store_true",
                     help="add the floor to each row: nginx with no Lua, proxy_pass (sync, async) or return 429 (hot)")
+    ap.add_argument("-stats", action="store_true",
+                    help="after each row, print the async limiter's counters of each worker of the async front")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
                     help="the module's async first_sight (0: a key's first check asks Redis)")
     args = ap.parse_args()
@@ -270,6 +289,14 @@ http {{
         # a constant denial with the module's headers and body.
         location /floorlua429 {{ access_by_lua_block {{ return ngx.exit(429) }} }}
         location /floorluadeny {{ access_by_lua_block {{ {FLOOR_DENY_LUA} }} }}
+        # -stats: the async limiter's counters in the worker that answers.
+        location = /_stats {{ content_by_lua_block {{
+            local a = require("sluice").limiter("async").edge.async
+            local t = {{ "views=" .. a.nkeys, "first=" .. a.nfirst, "bytes=" .. a.nbytes }}
+            for k, v in pairs(a.stats) do t[#t + 1] = k .. "=" .. v end
+            table.sort(t)
+            ngx.say("pid=", ngx.worker.pid(), " ", table.concat(t, " "))
+        }} }}
     }}
 }}
 """
@@ -354,6 +381,8 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 med = lambda k: statistics.median(x[k] for x in r)
                 print(f"| {name} | {med('rps'):,.0f} | {statistics.median(ratios):.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f}) | "
                       f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+            if args.stats and "/async" in fronts_of:
+                print_stats(fronts_of["/async"][0])
         print("\nload average after:", open("/proc/loadavg").read().strip())
     finally:
         for p in reversed(procs):

@@ -506,7 +506,9 @@ end
 -- one call per hash slot and MAX_RECORD_BATCH records, on Redis's clock.
 -- It returns one outcome per record: 1 recorded, 0 did not fit, -1 the
 -- script failed on its key, false its call failed (err: the last error).
-function _M.record_batch(self, ks, specs, slots, costs, n)
+-- per, when given, is the most records per call (at most
+-- MAX_RECORD_BATCH).
+function _M.record_batch(self, ks, specs, slots, costs, n, per)
   local out, last_err = {}, nil
   local by_slot, order = {}, {}
   for j = 1, n do
@@ -519,10 +521,11 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
     end
     b[#b + 1] = j
   end
+  per = math.min(per or _M.MAX_RECORD_BATCH, _M.MAX_RECORD_BATCH)
   for _, s in ipairs(order) do
     local all = by_slot[s]
-    for from = 1, #all, _M.MAX_RECORD_BATCH do
-      local to = math.min(#all, from + _M.MAX_RECORD_BATCH - 1)
+    for from = 1, #all, per do
+      local to = math.min(#all, from + per - 1)
       local limits, refs, nl, cks = {}, {}, 0, {}
       local args = { "", self.padding, call_id(self), 0 }
       for k = from, to do

@@ -74,7 +74,9 @@ function _M.reset_worker(self)
   -- cost admitted on first sight in its window and the window's end (two
   -- numbers, no table), at most max_keys of them; and the records to send,
   -- flat arrays: state key, limit spec, slot, cost, time, window (s).
-  self.fs_used, self.fs_until, self.fs_at, self.nfirst = {}, {}, {}, 0
+  -- An entry that holds the store's answer to the key's last check (see
+  -- keep_answer) has a third number, what remained then (fs_rem).
+  self.fs_used, self.fs_until, self.fs_at, self.fs_rem, self.nfirst = {}, {}, {}, {}, 0
   -- The identities in the order they were admitted on first sight
   -- (fo_id[fo_head .. fo_tail], with the time): a full table forgets the
   -- oldest whose records are all in the store (admitted before sent_at).
@@ -92,7 +94,7 @@ local FIRST_BYTES = 160
 
 -- forget_first removes the first-sight entry of id.
 local function forget_first(self, id)
-  self.fs_used[id], self.fs_until[id], self.fs_at[id] = nil, nil, nil
+  self.fs_used[id], self.fs_until[id], self.fs_at[id], self.fs_rem[id] = nil, nil, nil, nil
   self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
 end
 
@@ -128,14 +130,18 @@ end
 local function first(self, c, id, now)
   local h = c.hits[1]
   local l = h.limit
-  if c.cost > self.first_sight or c.cost > l.rate or c.shadow or l.shadow then return nil end
+  if c.cost > l.rate or c.shadow or l.shadow then return nil end
   local used = self.fs_used[id]
   if used and self.fs_until[id] <= now then
-    -- The window of the last sighting is over: a new sighting.
+    -- The window of the last sighting is over (or its answer too old):
+    -- a new sighting.
     forget_first(self, id)
     used = nil
   end
-  local budget = min(self.first_sight, l.rate)
+  -- An entry holding the store's answer admits this worker's share of
+  -- what remained then, as a view would; else the first-sight budget.
+  local rem = used and self.fs_rem[id]
+  local budget = rem and ceil(rem / (self.processes or ngx.worker.count())) or min(self.first_sight, l.rate)
   if (used or 0) + c.cost > budget or self.nrec >= self.max_keys then return nil end
   local key, spec, slot = self.lim:record_key(c)
   local bytes = #key + FIRST_BYTES
@@ -158,10 +164,53 @@ local function first(self, c, id, now)
   self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
       key, spec, slot, c.cost, now, l.window / 1e6
   self.nrec, self.nbytes = n, self.nbytes + #key + FIRST_BYTES
-  self.stats.first_sight = self.stats.first_sight + 1
+  local st = self.stats
+  if rem then
+    st["local"] = st["local"] + 1
+    return { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = { {
+      allowed = true, shadow = false, used = l.rate - rem + used, remaining = max(0, rem - used), retry_after = 0,
+      reset_after = l.window } } }
+  end
+  st.first_sight = st.first_sight + 1
   return { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = { {
     allowed = true, shadow = false, used = used, remaining = max(0, l.rate - used), retry_after = 0,
     reset_after = l.window } } }
+end
+
+-- keep_answer keeps d, the store's answer allowing c (one hit, not
+-- shadow) at now, in c's first-sight entry (made if need be) instead of a
+-- view: three numbers, no table, so that the key's next checks are
+-- admitted here within this worker's share of what remained, ceil(R/P),
+-- and go to the store as records (record.lua), as first sights do. It
+-- reports whether it did (not when the table is full: a view then).
+local function keep_answer(self, c, id, d, now)
+  local l = c.hits[1].limit
+  if c.shadow or l.shadow then return false end
+  local used = self.fs_used[id]
+  if used and self.fs_until[id] <= now then
+    forget_first(self, id)
+    used = nil
+  end
+  if not used then
+    local bytes = #id + FIRST_BYTES
+    while self.nbytes + bytes > self.max_bytes or self.nfirst >= self.max_keys do
+      if not evict_first(self) then
+        self.stats.full = self.stats.full + 1
+        return false
+      end
+    end
+    self.nfirst, self.nbytes = self.nfirst + 1, self.nbytes + bytes
+    -- Its order entry: evicted like a first sight's, once the records
+    -- admitted from it are in the store.
+    self.fs_at[id] = now
+    local t = self.fo_tail + 1
+    self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
+  end
+  -- Cost admitted here since is counted from 0: the answer holds the
+  -- rest. Usable as long as a view is (max_view_age), within the window.
+  self.fs_used[id], self.fs_rem[id] = 0, d.hits[1].remaining
+  self.fs_until[id] = now + min(l.window / 1e6, self.max_view_age)
+  return true
 end
 
 -- EVICT_TRIES bounds the views a new key looks at to make room.
@@ -330,6 +379,11 @@ function _M.decide(self, c, id)
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
   if d.source ~= "store" then return d end
+  -- With first sight, an allowed one-hit check's answer is kept in its
+  -- first-sight entry (no view); a denial makes a view, which holds it.
+  if not v and self.first_sight > 0 and #c.hits == 1 and d.allowed and keep_answer(self, c, id, d, now) then
+    return d
+  end
   v = v or add(self, id, c)
   if not v then return d end
   set_view(v, d, now)
@@ -425,8 +479,15 @@ local function send(self, ids, costs)
   return again, again_costs
 end
 
+-- RECORD_BATCH is the most records of one record.lua call of a flush, as
+-- edge.Async sends them: Redis runs a call of 512 for milliseconds, and
+-- the checks that go to Redis meanwhile (a key's first answer) wait
+-- behind it; calls of 128 keep that wait short.
+_M.RECORD_BATCH = 128
+
 -- send_records sends the first-sight records with record.lua: one call per
--- hash slot and up to 512 records, one integer per record. A record that
+-- hash slot and up to RECORD_BATCH records (edge.Async's firstBatch), one
+-- integer per record. A record that
 -- did not fit was admitted over the limit: counted unrecorded. A record
 -- whose call failed is sent again next round, but for what was admitted
 -- more than its window ago, which no longer counts (dropped).
@@ -434,7 +495,7 @@ send_records = function(self)
   local n, rk, rspec, rslot, rcost, rat, rwin = self.nrec, self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
   local start = ngx.now()
-  local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n)
+  local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n, _M.RECORD_BATCH)
   local now = ngx.now()
   if not err then self.sent_at = start end
   local st = self.stats
