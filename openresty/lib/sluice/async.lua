@@ -62,12 +62,15 @@ end
 -- reset_worker starts this worker's state: a limiter made in init_by_lua
 -- is forked into every worker, each with views and a timer of its own.
 function _M.reset_worker(self)
-  self.pid = ngx.worker and ngx.worker.pid and ngx.worker.pid() or 0
+  local pid = ngx.worker and ngx.worker.pid and ngx.worker.pid() or 0
+  -- The timer is the worker's: kept by a reset in the worker that runs it
+  -- (lim:reset), else a second one would be started.
+  if pid ~= self.pid then self.timer = false end
+  self.pid = pid
   self.views, self.nkeys, self.nbytes, self.queue = {}, 0, 0, {}
   -- order holds the views in the order they were made (order[head ..
   -- tail]): a full table evicts the oldest that owes nothing.
   self.order, self.head, self.tail = {}, 1, 0
-  self.timer = false
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0, full = 0,
     first_sight = 0, evicted = 0, dropped = 0 }
   -- First sight of a one-hit check, without a view: per identity, the
@@ -298,9 +301,10 @@ end
 local flush, send_records
 
 local function ensure_timer(self)
-  local pid = ngx.worker.pid()
-  if self.pid ~= pid then self:reset_worker() end
+  -- A worker's timer is started by its own first check (timers cannot be
+  -- made in init_by_lua): once it runs, this worker's state is its own.
   if self.timer then return end
+  if self.pid ~= ngx.worker.pid() then self:reset_worker() end
   local ok, err = ngx.timer.every(self.interval, flush, self)
   if not ok then
     ngx.log(ngx.ERR, "sluice: async: cannot start the flush timer: ", err)
