@@ -25,6 +25,13 @@ front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
 
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
+                     [-stats] [-before DIR]
+
+-stats prints the async limiter's counters of each worker after a row
+(first sights, local and Redis decisions, views, evictions, failed
+flushes). -before DIR adds to the async row the module async of another
+version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
+tar -x -C DIR), in rounds interleaved with the others.
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -206,6 +213,9 @@ def main():
                     help="with -callgrind, the requests of the two runs whose difference is counted")
     ap.add_argument("-floor", action="store_true",
                     help="add the floor to each row: nginx with no Lua, proxy_pass (sync, async) or return 429 (hot)")
+    ap.add_argument("-before", default="",
+                    help="a directory holding another version's openresty/lib (git archive COMMIT openresty/lib | tar -x -C DIR): "
+                         "the async row also runs the module async from it, side by side")
     ap.add_argument("-stats", action="store_true",
                     help="after each row, print the async limiter's counters of each worker of the async front")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
@@ -275,6 +285,7 @@ http {{
         location /seed {{ access_by_lua_block {{ {seed} }} proxy_pass http://app; }}
         location /sync {{ access_by_lua_block {{ require("sluice").limiter("sync"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /async {{ access_by_lua_block {{ require("sluice").limiter("async"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
+        location /asyncbefore {{ access_by_lua_block {{ require("sluice").limiter("async"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /deny {{ access_by_lua_block {{ require("sluice").limiter("deny"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /auth {{ auth_request /_sync; error_page 403 = @denied; proxy_pass http://app; }}
         location /authasync {{ auth_request /_async; error_page 403 = @denied; proxy_pass http://app; }}
@@ -322,6 +333,8 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
+        if args.before:
+            rows["async"][1].insert(2, ("module async, before (-before)", "/asyncbefore", []))
         if args.floor:
             for row in ("sync", "async"):
                 rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
@@ -336,7 +349,10 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 if path in fronts_of:
                     continue
                 port, tag = free_port(), path.strip("/")
-                text = (conf.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
+                text = conf
+                if path == "/asyncbefore":
+                    text = text.replace(f'"{lib}/?.lua;', f'"{os.path.join(os.path.abspath(args.before), "openresty", "lib")}/?.lua;')
+                text = (text.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
                         .replace(f"{d}/nginx.pid", f"{d}/nginx-{tag}.pid").replace(f"{d}/error.log", f"{d}/error-{tag}.log"))
                 with open(os.path.join(d, f"front-{tag}.conf"), "w") as f:
                     f.write(text)

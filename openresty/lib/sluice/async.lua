@@ -13,7 +13,10 @@
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (edge.Async's FirstSight): for a
 -- check of one hit, as two numbers per identity and a flat record sent
--- with record.lua (one integer of reply), no view. A
+-- with record.lua (one integer of reply), no view; the store's answer
+-- allowing such a check, once its first-sight budget is spent, is kept
+-- in the same entry (what remained, R), and the key's next checks are
+-- admitted as records within ceil(R/P), the views' share. A
 -- full table evicts its oldest views that owe nothing and deny nothing. A
 -- flush that fails keeps the cost owed, but for what was admitted more
 -- than a window ago, which is dropped (stats.dropped).
@@ -24,7 +27,9 @@
 -- for a local rate λ, interval T and flush latency L. For N workers in the
 -- fleet sharing a key that fills: over-admission <= N·min(ceil(Rate/P),
 -- λ·(T + 2L)), plus N·first_sight per key and sighting with first sight
--- on; with P = N about one Rate at worst. A flush the store
+-- on; with P = N about one Rate at worst. (A record admitted within an
+-- answer's share that does not fit is counted unrecorded, as a view's
+-- flush that the store denies.) A flush the store
 -- denies (the key filled meanwhile) records what remained and counts the
 -- rest as unrecorded (stats().unrecorded).
 local ceil, max, min, concat, format = math.ceil, math.max, math.min, table.concat, string.format
