@@ -496,8 +496,13 @@ _M.MAX_RECORD_BATCH = 512
 -- hit of c, a check for record_batch.
 function _M.record_key(self, c)
   local h = c.hits[1]
-  local key, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, h.limit)
-  return key, protocol.spec(h.limit, (c.shadow or h.limit.shadow) and true or false),
+  return self:record_key_of(h.zone, h.key, c.group, h.limit, c.shadow)
+end
+
+-- record_key_of is record_key for a check given by its parts.
+function _M.record_key_of(self, zone, key, group, limit, shadow)
+  local skey, tag = keys.state_key(self.prefix, zone or "", key, group, limit)
+  return skey, protocol.spec(limit, (shadow or limit.shadow) and true or false),
       self.cluster and keys.slot(tag) or 0
 end
 
@@ -679,6 +684,17 @@ local function access_site(self, opts, site)
       return http.deny_site(opts.status or 429, site, d)
     end
   end
+  -- Async, one limit, no deny cache: a first sight (or an answer kept
+  -- with it) is decided without the check's tables.
+  local async, tried = edge.async, nil
+  if id and async and site.n == 1 and not edge.deny then
+    local d = async:decide_one(site.ls[1], site.zone, key, id)
+    if d then
+      if opts.headers ~= "denied" then http.set_site_fields(site, d) end
+      return d
+    end
+    tried = true
+  end
   local hits, zone = nil, site.zone
   if site.n == 1 then
     hits = { { zone = zone, key = key, limit = site.ls[1] } }
@@ -688,7 +704,9 @@ local function access_site(self, opts, site)
   end
   local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
   local d, err
-  if fast then
+  if tried then
+    d, err = async:decide(c, id, true)
+  elseif fast then
     d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
   else
     d, err = self:decide(c, now)

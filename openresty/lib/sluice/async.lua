@@ -134,11 +134,11 @@ end
 -- is admitted here while the cost admitted on first sight on its identity
 -- in this window stays within min(first_sight, rate), and becomes a record
 -- sent with the next round (record.lua, one integer of reply). It returns
--- nil when c is not for first sight (the store decides).
-local function first(self, c, id, now)
-  local h = c.hits[1]
-  local l = h.limit
-  if c.cost > l.rate or c.shadow or l.shadow then return nil end
+-- nil when c is not for first sight (the store decides). c is given by
+-- its parts: the hit's limit l, zone and key, the check's group, cost and
+-- shadow flag (access's common case makes no check table for it).
+local function first(self, l, zone, key, group, cost, shadow, id, now)
+  if cost > l.rate or shadow or l.shadow then return nil end
   local used = self.fs_used[id]
   if used and self.fs_until[id] <= now then
     -- The window of the last sighting is over (or its answer too old):
@@ -150,9 +150,9 @@ local function first(self, c, id, now)
   -- what remained then, as a view would; else the first-sight budget.
   local rem = used and self.fs_rem[id]
   local budget = rem and ceil(rem / (self.processes or ngx.worker.count())) or min(self.first_sight, l.rate)
-  if (used or 0) + c.cost > budget or self.nrec >= self.max_keys then return nil end
-  local key, spec, slot = self.lim:record_key(c)
-  local bytes = #key + FIRST_BYTES
+  if (used or 0) + cost > budget or self.nrec >= self.max_keys then return nil end
+  local skey, spec, slot = self.lim:record_key_of(zone, key, group, l, shadow)
+  local bytes = #skey + FIRST_BYTES
   if not used then bytes = bytes + #id + FIRST_BYTES end
   while self.nbytes + bytes > self.max_bytes or (not used and self.nfirst >= self.max_keys) do
     if not evict_first(self) then
@@ -164,14 +164,14 @@ local function first(self, c, id, now)
     self.fs_until[id], self.nfirst = now + l.window / 1e6, self.nfirst + 1
     self.nbytes = self.nbytes + #id + FIRST_BYTES
   end
-  used = (used or 0) + c.cost
+  used = (used or 0) + cost
   self.fs_used[id], self.fs_at[id] = used, now
   local t = self.fo_tail + 1
   self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
   local n = self.nrec + 1
   self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
-      key, spec, slot, c.cost, now, l.window / 1e6
-  self.nrec, self.nbytes = n, self.nbytes + #key + FIRST_BYTES
+      skey, spec, slot, cost, now, l.window / 1e6
+  self.nrec, self.nbytes = n, self.nbytes + #skey + FIRST_BYTES
   local st = self.stats
   if rem then
     st["local"] = st["local"] + 1
@@ -318,9 +318,20 @@ local function ensure_timer(self)
   self.timer = true
 end
 
+-- decide_one decides on first sight, when it can, a check of cost 1 of
+-- one limit l on key in zone, without group or shadow, whose identity is
+-- id, without the check's tables: the decision, or nil when it needs
+-- them (a view, or not for first sight: call decide with tried).
+function _M.decide_one(self, l, zone, key, id)
+  ensure_timer(self)
+  if self.first_sight == 0 or self.views[id] then return nil end
+  return first(self, l, zone, key, nil, 1, false, id, ngx.now())
+end
+
 -- decide decides c (valid, cost > 0, Redis's clock); id is its identity
--- (edge's fingerprint at cost 1) when the caller has it.
-function _M.decide(self, c, id)
+-- (edge's fingerprint at cost 1) when the caller has it; tried when
+-- decide_one found c not for first sight.
+function _M.decide(self, c, id, tried)
   ensure_timer(self)
   id = id or self.edge:fingerprint(c, 1)
   local v = self.views[id]
@@ -360,8 +371,11 @@ function _M.decide(self, c, id)
   -- round; what the store then denies is over-admission, counted
   -- unrecorded: at most first_sight per worker and sighting.
   if not v and self.first_sight > 0 and #c.hits == 1 then
-    local d = first(self, c, id, now)
-    if d then return d end
+    if not tried then
+      local h = c.hits[1]
+      local d = first(self, h.limit, h.zone, h.key, c.group, c.cost, c.shadow, id, now)
+      if d then return d end
+    end
   elseif not v and c.cost <= self.first_sight then
     v = add(self, id, c)
     if v then
