@@ -25,6 +25,13 @@ front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
 
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
+                     [-stats] [-before DIR]
+
+-stats prints the async limiter's counters of each worker after a row
+(first sights, local and Redis decisions, views, evictions, failed
+flushes). -before DIR adds to the async row the module async of another
+version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
+tar -x -C DIR), in rounds interleaved with the others.
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -124,6 +131,23 @@ def drive(port, path, tokens, n, conc=16):
     return codes
 
 
+def print_stats(port):
+    """Prints the async limiter's counters of each worker (one per new
+    connection until every worker has answered, 50 tries at most)."""
+    import http.client
+    seen = {}
+    for _ in range(50):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        c.request("GET", "/_stats")
+        line = c.getresponse().read().decode().strip()
+        c.close()
+        seen[line.split()[0]] = line
+        if len(seen) == 2:
+            break
+    for line in sorted(seen.values()):
+        print("async stats:", line)
+
+
 def callgrind(args, d, nginx, conf, port, rport):
     """Instructions (callgrind's Ir, user space) per request of one nginx
     worker: two runs of n1 and n2 requests from a fresh start and an empty
@@ -189,6 +213,11 @@ def main():
                     help="with -callgrind, the requests of the two runs whose difference is counted")
     ap.add_argument("-floor", action="store_true",
                     help="add the floor to each row: nginx with no Lua, proxy_pass (sync, async) or return 429 (hot)")
+    ap.add_argument("-before", default="",
+                    help="a directory holding another version's openresty/lib (git archive COMMIT openresty/lib | tar -x -C DIR): "
+                         "the async row also runs the module async from it, side by side")
+    ap.add_argument("-stats", action="store_true",
+                    help="after each row, print the async limiter's counters of each worker of the async front")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
                     help="the module's async first_sight (0: a key's first check asks Redis)")
     args = ap.parse_args()
@@ -256,6 +285,7 @@ http {{
         location /seed {{ access_by_lua_block {{ {seed} }} proxy_pass http://app; }}
         location /sync {{ access_by_lua_block {{ require("sluice").limiter("sync"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /async {{ access_by_lua_block {{ require("sluice").limiter("async"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
+        location /asyncbefore {{ access_by_lua_block {{ require("sluice").limiter("async"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /deny {{ access_by_lua_block {{ require("sluice").limiter("deny"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /auth {{ auth_request /_sync; error_page 403 = @denied; proxy_pass http://app; }}
         location /authasync {{ auth_request /_async; error_page 403 = @denied; proxy_pass http://app; }}
@@ -270,6 +300,14 @@ http {{
         # a constant denial with the module's headers and body.
         location /floorlua429 {{ access_by_lua_block {{ return ngx.exit(429) }} }}
         location /floorluadeny {{ access_by_lua_block {{ {FLOOR_DENY_LUA} }} }}
+        # -stats: the async limiter's counters in the worker that answers.
+        location = /_stats {{ content_by_lua_block {{
+            local a = require("sluice").limiter("async").edge.async
+            local t = {{ "views=" .. a.nkeys, "first=" .. a.nfirst, "bytes=" .. a.nbytes }}
+            for k, v in pairs(a.stats) do t[#t + 1] = k .. "=" .. v end
+            table.sort(t)
+            ngx.say("pid=", ngx.worker.pid(), " ", table.concat(t, " "))
+        }} }}
     }}
 }}
 """
@@ -295,6 +333,8 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
+        if args.before:
+            rows["async"][1].insert(2, ("module async, before (-before)", "/asyncbefore", []))
         if args.floor:
             for row in ("sync", "async"):
                 rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
@@ -309,7 +349,10 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 if path in fronts_of:
                     continue
                 port, tag = free_port(), path.strip("/")
-                text = (conf.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
+                text = conf
+                if path == "/asyncbefore":
+                    text = text.replace(f'"{lib}/?.lua;', f'"{os.path.join(os.path.abspath(args.before), "openresty", "lib")}/?.lua;')
+                text = (text.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
                         .replace(f"{d}/nginx.pid", f"{d}/nginx-{tag}.pid").replace(f"{d}/error.log", f"{d}/error-{tag}.log"))
                 with open(os.path.join(d, f"front-{tag}.conf"), "w") as f:
                     f.write(text)
@@ -354,6 +397,8 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 med = lambda k: statistics.median(x[k] for x in r)
                 print(f"| {name} | {med('rps'):,.0f} | {statistics.median(ratios):.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f}) | "
                       f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+            if args.stats and "/async" in fronts_of:
+                print_stats(fronts_of["/async"][0])
         print("\nload average after:", open("/proc/loadavg").read().strip())
     finally:
         for p in reversed(procs):

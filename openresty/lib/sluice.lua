@@ -496,8 +496,13 @@ _M.MAX_RECORD_BATCH = 512
 -- hit of c, a check for record_batch.
 function _M.record_key(self, c)
   local h = c.hits[1]
-  local key, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, h.limit)
-  return key, protocol.spec(h.limit, (c.shadow or h.limit.shadow) and true or false),
+  return self:record_key_of(h.zone, h.key, c.group, h.limit, c.shadow)
+end
+
+-- record_key_of is record_key for a check given by its parts.
+function _M.record_key_of(self, zone, key, group, limit, shadow)
+  local skey, tag = keys.state_key(self.prefix, zone or "", key, group, limit)
+  return skey, protocol.spec(limit, (shadow or limit.shadow) and true or false),
       self.cluster and keys.slot(tag) or 0
 end
 
@@ -506,7 +511,9 @@ end
 -- one call per hash slot and MAX_RECORD_BATCH records, on Redis's clock.
 -- It returns one outcome per record: 1 recorded, 0 did not fit, -1 the
 -- script failed on its key, false its call failed (err: the last error).
-function _M.record_batch(self, ks, specs, slots, costs, n)
+-- per, when given, is the most records per call (at most
+-- MAX_RECORD_BATCH).
+function _M.record_batch(self, ks, specs, slots, costs, n, per)
   local out, last_err = {}, nil
   local by_slot, order = {}, {}
   for j = 1, n do
@@ -519,10 +526,11 @@ function _M.record_batch(self, ks, specs, slots, costs, n)
     end
     b[#b + 1] = j
   end
+  per = math.min(per or _M.MAX_RECORD_BATCH, _M.MAX_RECORD_BATCH)
   for _, s in ipairs(order) do
     local all = by_slot[s]
-    for from = 1, #all, _M.MAX_RECORD_BATCH do
-      local to = math.min(#all, from + _M.MAX_RECORD_BATCH - 1)
+    for from = 1, #all, per do
+      local to = math.min(#all, from + per - 1)
       local limits, refs, nl, cks = {}, {}, 0, {}
       local args = { "", self.padding, call_id(self), 0 }
       for k = from, to do
@@ -676,6 +684,17 @@ local function access_site(self, opts, site)
       return http.deny_site(opts.status or 429, site, d)
     end
   end
+  -- Async, one limit, no deny cache: a first sight (or an answer kept
+  -- with it) is decided without the check's tables.
+  local async, tried = edge.async, nil
+  if id and async and site.n == 1 and not edge.deny then
+    local d = async:decide_one(site.ls[1], site.zone, key, id)
+    if d then
+      if opts.headers ~= "denied" then http.set_site_fields(site, d) end
+      return d
+    end
+    tried = true
+  end
   local hits, zone = nil, site.zone
   if site.n == 1 then
     hits = { { zone = zone, key = key, limit = site.ls[1] } }
@@ -685,7 +704,9 @@ local function access_site(self, opts, site)
   end
   local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
   local d, err
-  if fast then
+  if tried then
+    d, err = async:decide(c, id, true)
+  elseif fast then
     d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
   else
     d, err = self:decide(c, now)

@@ -13,7 +13,10 @@
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (edge.Async's FirstSight): for a
 -- check of one hit, as two numbers per identity and a flat record sent
--- with record.lua (one integer of reply), no view. A
+-- with record.lua (one integer of reply), no view; the store's answer
+-- allowing such a check, once its first-sight budget is spent, is kept
+-- in the same entry (what remained, R), and the key's next checks are
+-- admitted as records within ceil(R/P), the views' share. A
 -- full table evicts its oldest views that owe nothing and deny nothing. A
 -- flush that fails keeps the cost owed, but for what was admitted more
 -- than a window ago, which is dropped (stats.dropped).
@@ -24,7 +27,9 @@
 -- for a local rate λ, interval T and flush latency L. For N workers in the
 -- fleet sharing a key that fills: over-admission <= N·min(ceil(Rate/P),
 -- λ·(T + 2L)), plus N·first_sight per key and sighting with first sight
--- on; with P = N about one Rate at worst. A flush the store
+-- on; with P = N about one Rate at worst. (A record admitted within an
+-- answer's share that does not fit is counted unrecorded, as a view's
+-- flush that the store denies.) A flush the store
 -- denies (the key filled meanwhile) records what remained and counts the
 -- rest as unrecorded (stats().unrecorded).
 local ceil, max, min, concat, format = math.ceil, math.max, math.min, table.concat, string.format
@@ -62,19 +67,24 @@ end
 -- reset_worker starts this worker's state: a limiter made in init_by_lua
 -- is forked into every worker, each with views and a timer of its own.
 function _M.reset_worker(self)
-  self.pid = ngx.worker and ngx.worker.pid and ngx.worker.pid() or 0
+  local pid = ngx.worker and ngx.worker.pid and ngx.worker.pid() or 0
+  -- The timer is the worker's: kept by a reset in the worker that runs it
+  -- (lim:reset), else a second one would be started.
+  if pid ~= self.pid then self.timer = false end
+  self.pid = pid
   self.views, self.nkeys, self.nbytes, self.queue = {}, 0, 0, {}
   -- order holds the views in the order they were made (order[head ..
   -- tail]): a full table evicts the oldest that owes nothing.
   self.order, self.head, self.tail = {}, 1, 0
-  self.timer = false
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0, full = 0,
     first_sight = 0, evicted = 0, dropped = 0 }
   -- First sight of a one-hit check, without a view: per identity, the
   -- cost admitted on first sight in its window and the window's end (two
   -- numbers, no table), at most max_keys of them; and the records to send,
   -- flat arrays: state key, limit spec, slot, cost, time, window (s).
-  self.fs_used, self.fs_until, self.fs_at, self.nfirst = {}, {}, {}, 0
+  -- An entry that holds the store's answer to the key's last check (see
+  -- keep_answer) has a third number, what remained then (fs_rem).
+  self.fs_used, self.fs_until, self.fs_at, self.fs_rem, self.nfirst = {}, {}, {}, {}, 0
   -- The identities in the order they were admitted on first sight
   -- (fo_id[fo_head .. fo_tail], with the time): a full table forgets the
   -- oldest whose records are all in the store (admitted before sent_at).
@@ -92,7 +102,7 @@ local FIRST_BYTES = 160
 
 -- forget_first removes the first-sight entry of id.
 local function forget_first(self, id)
-  self.fs_used[id], self.fs_until[id], self.fs_at[id] = nil, nil, nil
+  self.fs_used[id], self.fs_until[id], self.fs_at[id], self.fs_rem[id] = nil, nil, nil, nil
   self.nfirst, self.nbytes = self.nfirst - 1, self.nbytes - #id - FIRST_BYTES
 end
 
@@ -124,21 +134,25 @@ end
 -- is admitted here while the cost admitted on first sight on its identity
 -- in this window stays within min(first_sight, rate), and becomes a record
 -- sent with the next round (record.lua, one integer of reply). It returns
--- nil when c is not for first sight (the store decides).
-local function first(self, c, id, now)
-  local h = c.hits[1]
-  local l = h.limit
-  if c.cost > self.first_sight or c.cost > l.rate or c.shadow or l.shadow then return nil end
+-- nil when c is not for first sight (the store decides). c is given by
+-- its parts: the hit's limit l, zone and key, the check's group, cost and
+-- shadow flag (access's common case makes no check table for it).
+local function first(self, l, zone, key, group, cost, shadow, id, now)
+  if cost > l.rate or shadow or l.shadow then return nil end
   local used = self.fs_used[id]
   if used and self.fs_until[id] <= now then
-    -- The window of the last sighting is over: a new sighting.
+    -- The window of the last sighting is over (or its answer too old):
+    -- a new sighting.
     forget_first(self, id)
     used = nil
   end
-  local budget = min(self.first_sight, l.rate)
-  if (used or 0) + c.cost > budget or self.nrec >= self.max_keys then return nil end
-  local key, spec, slot = self.lim:record_key(c)
-  local bytes = #key + FIRST_BYTES
+  -- An entry holding the store's answer admits this worker's share of
+  -- what remained then, as a view would; else the first-sight budget.
+  local rem = used and self.fs_rem[id]
+  local budget = rem and ceil(rem / (self.processes or ngx.worker.count())) or min(self.first_sight, l.rate)
+  if (used or 0) + cost > budget or self.nrec >= self.max_keys then return nil end
+  local skey, spec, slot = self.lim:record_key_of(zone, key, group, l, shadow)
+  local bytes = #skey + FIRST_BYTES
   if not used then bytes = bytes + #id + FIRST_BYTES end
   while self.nbytes + bytes > self.max_bytes or (not used and self.nfirst >= self.max_keys) do
     if not evict_first(self) then
@@ -150,18 +164,61 @@ local function first(self, c, id, now)
     self.fs_until[id], self.nfirst = now + l.window / 1e6, self.nfirst + 1
     self.nbytes = self.nbytes + #id + FIRST_BYTES
   end
-  used = (used or 0) + c.cost
+  used = (used or 0) + cost
   self.fs_used[id], self.fs_at[id] = used, now
   local t = self.fo_tail + 1
   self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
   local n = self.nrec + 1
   self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
-      key, spec, slot, c.cost, now, l.window / 1e6
-  self.nrec, self.nbytes = n, self.nbytes + #key + FIRST_BYTES
-  self.stats.first_sight = self.stats.first_sight + 1
+      skey, spec, slot, cost, now, l.window / 1e6
+  self.nrec, self.nbytes = n, self.nbytes + #skey + FIRST_BYTES
+  local st = self.stats
+  if rem then
+    st["local"] = st["local"] + 1
+    return { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = { {
+      allowed = true, shadow = false, used = l.rate - rem + used, remaining = max(0, rem - used), retry_after = 0,
+      reset_after = l.window } } }
+  end
+  st.first_sight = st.first_sight + 1
   return { source = "local-view", allowed = true, shadowed = false, retry_after = 0, hits = { {
     allowed = true, shadow = false, used = used, remaining = max(0, l.rate - used), retry_after = 0,
     reset_after = l.window } } }
+end
+
+-- keep_answer keeps d, the store's answer allowing c (one hit, not
+-- shadow) at now, in c's first-sight entry (made if need be) instead of a
+-- view: three numbers, no table, so that the key's next checks are
+-- admitted here within this worker's share of what remained, ceil(R/P),
+-- and go to the store as records (record.lua), as first sights do. It
+-- reports whether it did (not when the table is full: a view then).
+local function keep_answer(self, c, id, d, now)
+  local l = c.hits[1].limit
+  if c.shadow or l.shadow then return false end
+  local used = self.fs_used[id]
+  if used and self.fs_until[id] <= now then
+    forget_first(self, id)
+    used = nil
+  end
+  if not used then
+    local bytes = #id + FIRST_BYTES
+    while self.nbytes + bytes > self.max_bytes or self.nfirst >= self.max_keys do
+      if not evict_first(self) then
+        self.stats.full = self.stats.full + 1
+        return false
+      end
+    end
+    self.nfirst, self.nbytes = self.nfirst + 1, self.nbytes + bytes
+    -- Its order entry: evicted like a first sight's, once the records
+    -- admitted from it are in the store.
+    self.fs_at[id] = now
+    local t = self.fo_tail + 1
+    self.fo_id[t], self.fo_at[t], self.fo_tail = id, now, t
+  end
+  -- Cost admitted here since is counted from 0: the answer holds the
+  -- rest. Usable as long as a view is (max_view_age), within the window.
+  self.fs_used[id], self.fs_rem[id] = 0, d.hits[1].remaining
+  self.fs_until[id] = now + min(l.window / 1e6, self.max_view_age)
+  return true
 end
 
 -- EVICT_TRIES bounds the views a new key looks at to make room.
@@ -249,9 +306,10 @@ end
 local flush, send_records
 
 local function ensure_timer(self)
-  local pid = ngx.worker.pid()
-  if self.pid ~= pid then self:reset_worker() end
+  -- A worker's timer is started by its own first check (timers cannot be
+  -- made in init_by_lua): once it runs, this worker's state is its own.
   if self.timer then return end
+  if self.pid ~= ngx.worker.pid() then self:reset_worker() end
   local ok, err = ngx.timer.every(self.interval, flush, self)
   if not ok then
     ngx.log(ngx.ERR, "sluice: async: cannot start the flush timer: ", err)
@@ -260,9 +318,20 @@ local function ensure_timer(self)
   self.timer = true
 end
 
+-- decide_one decides on first sight, when it can, a check of cost 1 of
+-- one limit l on key in zone, without group or shadow, whose identity is
+-- id, without the check's tables: the decision, or nil when it needs
+-- them (a view, or not for first sight: call decide with tried).
+function _M.decide_one(self, l, zone, key, id)
+  ensure_timer(self)
+  if self.first_sight == 0 or self.views[id] then return nil end
+  return first(self, l, zone, key, nil, 1, false, id, ngx.now())
+end
+
 -- decide decides c (valid, cost > 0, Redis's clock); id is its identity
--- (edge's fingerprint at cost 1) when the caller has it.
-function _M.decide(self, c, id)
+-- (edge's fingerprint at cost 1) when the caller has it; tried when
+-- decide_one found c not for first sight.
+function _M.decide(self, c, id, tried)
   ensure_timer(self)
   id = id or self.edge:fingerprint(c, 1)
   local v = self.views[id]
@@ -302,8 +371,11 @@ function _M.decide(self, c, id)
   -- round; what the store then denies is over-admission, counted
   -- unrecorded: at most first_sight per worker and sighting.
   if not v and self.first_sight > 0 and #c.hits == 1 then
-    local d = first(self, c, id, now)
-    if d then return d end
+    if not tried then
+      local h = c.hits[1]
+      local d = first(self, h.limit, h.zone, h.key, c.group, c.cost, c.shadow, id, now)
+      if d then return d end
+    end
   elseif not v and c.cost <= self.first_sight then
     v = add(self, id, c)
     if v then
@@ -330,6 +402,11 @@ function _M.decide(self, c, id)
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
   if d.source ~= "store" then return d end
+  -- With first sight, an allowed one-hit check's answer is kept in its
+  -- first-sight entry (no view); a denial makes a view, which holds it.
+  if not v and self.first_sight > 0 and #c.hits == 1 and d.allowed and keep_answer(self, c, id, d, now) then
+    return d
+  end
   v = v or add(self, id, c)
   if not v then return d end
   set_view(v, d, now)
@@ -425,8 +502,15 @@ local function send(self, ids, costs)
   return again, again_costs
 end
 
+-- RECORD_BATCH is the most records of one record.lua call of a flush, as
+-- edge.Async sends them: Redis runs a call of 512 for milliseconds, and
+-- the checks that go to Redis meanwhile (a key's first answer) wait
+-- behind it; calls of 128 keep that wait short.
+_M.RECORD_BATCH = 128
+
 -- send_records sends the first-sight records with record.lua: one call per
--- hash slot and up to 512 records, one integer per record. A record that
+-- hash slot and up to RECORD_BATCH records (edge.Async's firstBatch), one
+-- integer per record. A record that
 -- did not fit was admitted over the limit: counted unrecorded. A record
 -- whose call failed is sent again next round, but for what was admitted
 -- more than its window ago, which no longer counts (dropped).
@@ -434,7 +518,7 @@ send_records = function(self)
   local n, rk, rspec, rslot, rcost, rat, rwin = self.nrec, self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
   local start = ngx.now()
-  local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n)
+  local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n, _M.RECORD_BATCH)
   local now = ngx.now()
   if not err then self.sent_at = start end
   local st = self.stats

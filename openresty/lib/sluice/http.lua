@@ -183,8 +183,15 @@ local function site_ratelimit(site, d)
   if site.n == 1 then -- no loop: the common case stays one compiled trace
     local q, r = site.qids[1], hits[1]
     if not q then return nil end
-    return q .. ";r=" .. min(r.remaining, MAX_SF_INTEGER) .. ";t=" ..
+    local rem, t = min(r.remaining, MAX_SF_INTEGER),
         min(ceil_seconds(r.allowed and r.reset_after or r.retry_after), MAX_SF_INTEGER)
+    -- The site's last field, when it says the same: most answers of a
+    -- site do (new keys, r = limit - 1), and a string not made is one
+    -- the string table is not probed for.
+    if rem == site.rl_r and t == site.rl_t then return site.rl end
+    local v = q .. ";r=" .. rem .. ";t=" .. t
+    site.rl, site.rl_r, site.rl_t = v, rem, t
+    return v
   end
   local out
   for i = 1, site.n do
