@@ -21,5 +21,5 @@ func adviseHugePages(p unsafe.Pointer, n uintptr) {
 		return
 	}
 	b := unsafe.Slice((*byte)(unsafe.Add(p, start-uintptr(p))), end-start)
-	_ = syscall.Madvise(b, 14) // MADV_HUGEPAGE
+	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
 }
