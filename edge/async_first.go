@@ -40,25 +40,14 @@ type BatchRecorder interface {
 // those were about 0.4 µs of its CPU per record.
 const firstBatch = 512
 
-// A firstSet is one set of the first-sight table: ways entries, each
-// remembering the cost admitted on first sight on one key until the end of
-// the window of its first admission. What every lookup reads, the ways'
-// fingerprints (their hi half) and ends of window, fills the set's first
-// two cache lines; the rest of an entry, read only when its key is found
-// or taken, is apart: a new key costs three cache lines (its set read at
-// random in a table of many megabytes), not the six of whole entries.
-type firstSet struct {
-	hi    [ways]uint64 // the fingerprint's hi half of each way's key
-	until [ways]int64  // ns since base; a way is free once until <= now
-	e     [ways]firstEntry
-}
-
-// A firstEntry is the rest of one way of a firstSet.
+// A firstEntry remembers the cost admitted on first sight on one key, until
+// the end of the window of its first admission.
 type firstEntry struct {
-	lo   uint64 // the fingerprint's lo half
-	used int64
-	gen  int64 // the shard's generation at the last admission
-	rec  int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
+	fp    fingerprint
+	until int64 // ns since base; the entry is free once until <= now
+	used  int64
+	gen   int64 // the shard's generation at the last admission
+	rec   int32 // while gen is the shard's: its record's index in recs (at most maxRecs)
 	// made: a record of the key created its state in the store, which
 	// then held nothing of it; the key's next check past the budget takes
 	// used as the store's reply (see madeSlot), once.
@@ -71,10 +60,9 @@ type firstRecord struct {
 	group string
 	cost  int64
 	at    int64 // ns since base
-	// fp and pos, the key's fingerprint and its entry's place in its
-	// shard (set × ways + way), find the entry again without a lookup
-	// (markMade); the entry is the key's while it holds fp and is in its
-	// window.
+	// fp and pos, the key's fingerprint and its entry's index in its
+	// shard, find the entry again without a lookup (markMade); the entry
+	// is the key's while it holds fp and is in its window.
 	fp  fingerprint
 	pos uint32
 }
@@ -82,7 +70,7 @@ type firstRecord struct {
 // firstEntryBytes and firstRecordBytes are what the first-sight table
 // holds per entry and per record waiting, in bytes.
 const (
-	firstEntryBytes  = int64(unsafe.Sizeof(firstSet{}) / ways)
+	firstEntryBytes  = int64(unsafe.Sizeof(firstEntry{}))
 	firstRecordBytes = int64(unsafe.Sizeof(firstRecord{}))
 )
 
@@ -90,10 +78,10 @@ const (
 // array of entries (ways per set, no pointers for the collector to scan)
 // and the records admitted since the last round.
 type firstShard struct {
-	mu   sync.Mutex
-	sets []firstSet
-	mask uint64 // len(sets) - 1
-	recs []firstRecord
+	mu      sync.Mutex
+	entries []firstEntry
+	mask    uint64 // sets - 1
+	recs    []firstRecord
 	// gen counts the rounds that took the shard's records; done is the
 	// generation of the last such round that is over: an entry's records
 	// are all sent (or failed) once done >= its gen.
@@ -132,8 +120,8 @@ type firstTable struct {
 // entries, 0.02% at a quarter.
 const firstSlack = 2
 
-// pageSets is the sets of the first-sight table per 4 KiB page.
-const pageSets = 4096 / int(unsafe.Sizeof(firstSet{}))
+// pageEntries is the entries of the first-sight table per 4 KiB page.
+const pageEntries = 4096 / int(firstEntryBytes)
 
 // newFirstTable returns a table of at least firstSlack × keys entries
 // (rounded up to whole sets of ways per shard, a power of two) holding at
@@ -144,17 +132,13 @@ func newFirstTable(keys int64) *firstTable {
 	for int64(sets*ways*asyncShards) < firstSlack*keys {
 		sets <<= 1
 	}
-	// One array for every shard. (Advised onto transparent huge pages, it
-	// made first-sight admissions cost more CPU, not less, on the 2-vCPU
-	// test machine: 3.7-5.3 µs against 2.9-4.0 µs, BenchmarkAsyncFirstSightLocal.)
-	all := make([]firstSet, sets*asyncShards)
-	// Touched now, a page at a time: the table is resident from the
-	// start, and a check never pays for faulting in its page.
-	for j := 0; j < len(all); j += pageSets {
-		all[j].until[0] = 0
-	}
 	for i := range t.shards {
-		t.shards[i].sets = all[uint64(i)*sets:][:sets:sets]
+		t.shards[i].entries = make([]firstEntry, sets*ways)
+		// Touched now, a page at a time: the table is resident from the
+		// start, and a check never pays for faulting in its page.
+		for j := 0; j < len(t.shards[i].entries); j += pageEntries {
+			t.shards[i].entries[j].until = 0
+		}
 		t.shards[i].mask = sets - 1
 		t.shards[i].gen = 1
 	}
@@ -185,10 +169,10 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	}
 	sh := &t.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
-	set, w, free := sh.find(fp, now)
+	i, free := sh.find(fp, now)
 	var e *firstEntry
-	if w >= 0 {
-		e = &set.e[w]
+	if i >= 0 {
+		e = &sh.entries[i]
 	}
 	if e != nil && e.used+c.Cost > budget {
 		if r := sh.waiting(e); r != nil {
@@ -203,7 +187,7 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 		unsent := e.gen > sh.done
 		if !unsent && e.made {
 			e.made = false
-			made, madeAt = e.used, set.until[w]-int64(h.Limit.Window)
+			made, madeAt = e.used, e.until-int64(h.Limit.Window)
 		}
 		sh.mu.Unlock()
 		if unsent {
@@ -237,10 +221,8 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 			sh.mu.Unlock()
 			return false, nil, owed, 0, 0
 		}
-		w = free
-		set.hi[w], set.until[w] = fp.hi, now+int64(h.Limit.Window)
-		e = &set.e[w]
-		*e = firstEntry{lo: fp.lo}
+		i, e = free, &sh.entries[free]
+		*e = firstEntry{fp: fp, until: now + int64(h.Limit.Window)}
 	} else {
 		e.made = false // a second record: the store may hold more than used
 	}
@@ -248,32 +230,32 @@ func (a *Async) admitFirst(c *sluice.Check, fp fingerprint, now int64, d *sluice
 	e.gen = sh.gen
 	e.rec = int32(len(sh.recs))
 	used := e.used
-	pos := uint32((fp.lo&sh.mask)*ways) + uint32(w)
-	sh.recs = append(sh.recs, firstRecord{hit: hit, group: c.Group, cost: c.Cost, at: now, fp: fp, pos: pos})
+	sh.recs = append(sh.recs, firstRecord{hit: hit, group: c.Group, cost: c.Cost, at: now, fp: fp, pos: uint32(i)})
 	sh.mu.Unlock()
 	t.held.Add(1)
 	a.admittedFirst(c.Cost, used, budget, d)
 	return true, nil, owed, 0, 0
 }
 
-// find returns fp's set, the way of fp's entry in it, in its window at
-// now, or -1, and the set's first free way, or -1. The shard is locked.
-func (sh *firstShard) find(fp fingerprint, now int64) (set *firstSet, w, free int) {
-	set = &sh.sets[fp.lo&sh.mask]
-	w, free = -1, -1
+// find returns the index in sh.entries of fp's entry, in its window at
+// now, or -1; and that of its set's first free entry, or -1. The shard is
+// locked.
+func (sh *firstShard) find(fp fingerprint, now int64) (e, free int) {
+	base := int(fp.lo&sh.mask) * ways
+	free = -1
 	for i := range ways {
-		if set.until[i] <= now {
+		x := &sh.entries[base+i]
+		if x.until <= now {
 			if free < 0 {
-				free = i
+				free = base + i
 			}
 			continue
 		}
-		if set.hi[i] == fp.hi && set.e[i].lo == fp.lo {
-			w = i
-			break
+		if x.fp == fp {
+			return base + i, free
 		}
 	}
-	return set, w, free
+	return -1, free
 }
 
 // waiting returns e's record if it waits for the next round (not taken by
@@ -335,9 +317,8 @@ func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRec
 // view (madeSlot), instead of asking the store.
 func (a *Async) markMade(r *firstRecord, now int64) {
 	sh := &a.first.shards[r.fp.hi%asyncShards]
-	set, w := &sh.sets[r.pos/ways], r.pos%ways
 	sh.mu.Lock()
-	if e := &set.e[w]; set.hi[w] == r.fp.hi && e.lo == r.fp.lo && set.until[w] > now && e.used == r.cost {
+	if e := &sh.entries[r.pos]; e.fp == r.fp && e.until > now && e.used == r.cost {
 		e.made = true
 	}
 	sh.mu.Unlock()
@@ -412,10 +393,10 @@ func (a *Async) kickRound() {
 func (a *Async) forgetFirst(fp fingerprint) {
 	sh := &a.first.shards[fp.hi%asyncShards]
 	sh.mu.Lock()
-	set := &sh.sets[fp.lo&sh.mask]
-	for i := range ways {
-		if set.hi[i] == fp.hi && set.e[i].lo == fp.lo {
-			set.hi[i], set.until[i], set.e[i] = 0, 0, firstEntry{}
+	set := sh.entries[(fp.lo&sh.mask)*ways:][:ways]
+	for i := range set {
+		if set[i].fp == fp {
+			set[i] = firstEntry{}
 		}
 	}
 	sh.mu.Unlock()
