@@ -17,7 +17,9 @@
 # xstore, each one's errors, and what the store admitted after the first
 # caller ended, left out), Spread (100,000 keys under their limits: the
 # Redis store, and behind an Async limiter), FirstSight (keys each checked
-# about once: the store, Async, Async with FirstSight 1), DenyCacheHitCPU
+# about once: the store, Async, Async with FirstSight 1, on a Redis that
+# grows), FirstSightSteady (the same where keys expire as fast as new ones
+# come, after a warm-up: Redis's steady state), DenyCacheHitCPU
 # (the CPU of a deny cache hit beside the callers' loop alone). Every
 # store uses the Redis store's default 50 ms timeout; "errors" counts the
 # checks that failed.

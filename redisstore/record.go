@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -216,7 +217,7 @@ func (s *Store) recordCall(ctx context.Context, recs []record, recorded []int64)
 // returns the records left for record.lua: other algorithms, and keys
 // that exist. It sets created (when not nil) for the records it wrote.
 func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recorded []int64, created []bool) ([]record, error) {
-	var fresh, rest []record
+	fresh, rest := make([]record, 0, len(recs)), make([]record, 0, len(recs))
 	for _, r := range recs {
 		if r.spec.code == 'w' && r.cost <= r.spec.rate {
 			fresh = append(fresh, r)
@@ -244,9 +245,14 @@ func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recor
 				}
 			}
 			keys, values, ttls := make([]string, len(chunk)), make([]string, len(chunk)), make([]int64, len(chunk))
+			// The values in one allocation: each a string of its part,
+			// never written again.
+			states := make([]byte, windowStateBytes*len(chunk))
 			for j, r := range chunk {
 				keys[j] = r.key
-				values[j], ttls[j] = newWindowState(now, r.spec.window, r.cost, pad)
+				b := states[windowStateBytes*j:][:windowStateBytes]
+				ttls[j] = newWindowState(b, now, r.spec.window, r.cost, pad)
+				values[j] = unsafe.String(&b[0], len(b))
 			}
 			set, err := p.setNX(ctx, keys, values, ttls)
 			if err != nil {
@@ -271,16 +277,19 @@ func (s *Store) recordNew(ctx context.Context, p pipeliner, recs []record, recor
 	return rest, nil
 }
 
-// newWindowState returns the state window.lua's w_record writes on a key
-// not stored yet when cost is recorded at now (µs) on a window of w µs:
-// struct '<ddd' of the window index, cost and 0; and its TTL in ms, until
-// the next window ends, plus pad ms (ttl_ms).
-func newWindowState(now, w, cost, pad int64) (string, int64) {
+// windowStateBytes is the size of a sliding window's state.
+const windowStateBytes = 24
+
+// newWindowState writes into b (of windowStateBytes) the state window.lua's
+// w_record writes on a key not stored yet when cost is recorded at now
+// (µs) on a window of w µs: struct '<ddd' of the window index, cost and 0;
+// and returns its TTL in ms, until the next window ends, plus pad ms
+// (ttl_ms).
+func newWindowState(b []byte, now, w, cost, pad int64) int64 {
 	wi := now / w
-	var b [24]byte
 	binary.LittleEndian.PutUint64(b[0:], math.Float64bits(float64(wi)))
 	binary.LittleEndian.PutUint64(b[8:], math.Float64bits(float64(cost)))
 	binary.LittleEndian.PutUint64(b[16:], math.Float64bits(0))
 	reset := (wi+2)*w - now
-	return string(b[:]), max(1, (reset+999)/1000+pad)
+	return max(1, (reset+999)/1000+pad)
 }
