@@ -13,7 +13,9 @@
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (edge.Async's FirstSight): for a
 -- check of one hit, as two numbers per identity and a flat record sent
--- with record.lua (one integer of reply), no view; the store's answer
+-- with record.lua (one integer of reply), no view (a unit recorded gives
+-- its cost back to the entry's first-sight budget, a unit refused spends
+-- the budget for the sighting: at most first_sight unconfirmed); the store's answer
 -- allowing such a check, once its first-sight budget is spent, is kept
 -- in the same entry (what remained, R), and the key's next checks are
 -- admitted as records within ceil(R/P), the views' share. A
