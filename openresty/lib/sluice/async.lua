@@ -13,7 +13,9 @@
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (edge.Async's FirstSight): for a
 -- check of one hit, as two numbers per identity and a flat record sent
--- with record.lua (one integer of reply), no view; the store's answer
+-- with record.lua (one integer of reply), no view (a unit recorded gives
+-- its cost back to the entry's first-sight budget, a unit refused spends
+-- the budget for the sighting: at most first_sight unconfirmed); the store's answer
 -- allowing such a check, once its first-sight budget is spent, is kept
 -- in the same entry (what remained, R), and the key's next checks are
 -- admitted as records within ceil(R/P), the views' share. A
@@ -90,6 +92,10 @@ function _M.reset_worker(self)
   -- oldest whose records are all in the store (admitted before sent_at).
   self.fo_id, self.fo_at, self.fo_head, self.fo_tail, self.sent_at = {}, {}, 1, 0, 0
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
+  -- Per record, its entry's identity and sighting (the entry's window
+  -- end, false for an entry holding an answer): the record's outcome is
+  -- taken back into the entry it was admitted from (see send_records).
+  self.rid, self.rgen = {}, {}
 end
 
 -- FIRST_EVICT_TRIES bounds the entries a new first sight looks at to
@@ -171,6 +177,7 @@ local function first(self, l, zone, key, group, cost, shadow, id, now)
   local n = self.nrec + 1
   self.rk[n], self.rspec[n], self.rslot[n], self.rcost[n], self.rat[n], self.rwin[n] =
       skey, spec, slot, cost, now, l.window / 1e6
+  self.rid[n], self.rgen[n] = id, not rem and self.fs_until[id]
   self.nrec, self.nbytes = n, self.nbytes + #skey + FIRST_BYTES
   local st = self.stats
   if rem then
@@ -516,7 +523,10 @@ _M.RECORD_BATCH = 128
 -- more than its window ago, which no longer counts (dropped).
 send_records = function(self)
   local n, rk, rspec, rslot, rcost, rat, rwin = self.nrec, self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin
+  local rid, rgen = self.rid, self.rgen
   self.rk, self.rspec, self.rslot, self.rcost, self.rat, self.rwin, self.nrec = {}, {}, {}, {}, {}, {}, 0
+  self.rid, self.rgen = {}, {}
+  local fs_used, fs_until, fs_rem = self.fs_used, self.fs_until, self.fs_rem
   local start = ngx.now()
   local out, err = self.lim:record_batch(rk, rspec, rslot, rcost, n, _M.RECORD_BATCH)
   local now = ngx.now()
@@ -525,16 +535,25 @@ send_records = function(self)
   for j = 1, n do
     local r, cost = out[j], rcost[j]
     self.nbytes = self.nbytes - #rk[j] - FIRST_BYTES
+    -- The record's entry, when it is still the sighting it was admitted
+    -- in and holds no answer: a unit recorded no longer counts against
+    -- its first-sight budget (the store has it); one that did not fit
+    -- spends the budget for the rest of the sighting (the store decides).
+    local id = rid[j]
+    local mine = rgen[j] and fs_until[id] == rgen[j] and not fs_rem[id] and fs_used[id]
     if r == 1 then
       st.flushed = st.flushed + cost
+      if mine then fs_used[id] = max(0, mine - cost) end
     elseif r == 0 or r == -1 then
       st.unrecorded = st.unrecorded + cost
+      if mine then fs_used[id] = math.huge end
     elseif now - rat[j] > rwin[j] then
       st.dropped = st.dropped + cost
     else
       local m = self.nrec + 1
       self.rk[m], self.rspec[m], self.rslot[m], self.rcost[m], self.rat[m], self.rwin[m] =
           rk[j], rspec[j], rslot[j], cost, rat[j], rwin[j]
+      self.rid[m], self.rgen[m] = id, rgen[j]
       self.nrec, self.nbytes = m, self.nbytes + #rk[j] + FIRST_BYTES
     end
   end
