@@ -63,7 +63,7 @@ type firstRecord struct {
 	cost  int64
 	at    int64 // ns since base
 	// fp and pos, the key's fingerprint and its entry's index in its
-	// shard, find the entry again without a lookup (markMade); the entry
+	// shard, find the entry again without a lookup (settleFirst); the entry
 	// is the key's while it holds fp and is in its window.
 	fp  fingerprint
 	pos uint32
@@ -311,17 +311,47 @@ func (a *Async) checkWithRecord(ctx context.Context, c *sluice.Check, r firstRec
 	return a.checkSync(ctx, *c, d, now, nil)
 }
 
-// markMade marks the entry of r's key, whose record created the key's
-// state in the store: the store held nothing of it, so it holds exactly
-// what was admitted here on first sight (the entry's used: a record that
-// finds the key stored clears the mark), what the reply to a check of that
-// cost would say. The key's next check past its budget takes it as its
-// view (madeSlot), instead of asking the store.
-func (a *Async) markMade(r *firstRecord, now int64) {
+// firstSpent is the cost of an entry whose sighting had a record
+// refused: past any budget, so that its key's checks go to the store until
+// the sighting ends.
+const firstSpent = math.MaxInt64 / 2
+
+// settleFirst takes the answer to r, recorded of its cost (see
+// BatchRecorder), back into the first-sight entry it was admitted from,
+// while the entry is still that sighting (its key's, and in the window of
+// the sighting's first admission, at most r's):
+//
+//   - a record that created the key's state marks the entry made, when the
+//     entry holds nothing else: the store holds exactly what was admitted
+//     here (the entry's used: a second admission clears the mark), what the
+//     reply to a check of that cost would say, and the key's next check
+//     past its budget takes it as its view (madeSlot) instead of asking
+//     the store;
+//   - any other record of its whole cost gives it back to the entry's
+//     budget: the store holds it, so it is no longer a risk, and the key's
+//     next checks are admitted here again rather than asking the store;
+//   - a record refused, in part or whole (the key was full), or that can
+//     never be made, spends the budget for the rest of the sighting: the
+//     store decides the key's checks.
+//
+// So the cost admitted here and not confirmed stays within the budget, and
+// after a refusal nothing more is admitted: the over-admission of a
+// sighting is what was unconfirmed at its first refusal, at most the
+// budget (docs/failure.md, "First sight").
+func (a *Async) settleFirst(r *firstRecord, recorded int64, created bool, now int64) {
 	sh := &a.first.shards[r.fp.hi%asyncShards]
 	sh.mu.Lock()
-	if e := &sh.entries[r.pos]; e.fp == r.fp && e.until > now && e.used == r.cost {
-		e.made = true
+	e := &sh.entries[r.pos]
+	if e.fp == r.fp && e.until > now && e.until <= r.at+int64(r.hit.Limit.Window) && e.used < firstSpent {
+		switch {
+		case recorded == r.cost && created && e.used == r.cost:
+			e.made = true
+		case recorded == r.cost:
+			e.used = max(0, e.used-r.cost)
+		default:
+			e.used = firstSpent
+			e.made = false
+		}
 	}
 	sh.mu.Unlock()
 }
@@ -483,13 +513,12 @@ func (a *Async) sendFirst(recs []firstRecord, buf *flushBuf) {
 		cost := recs[i].cost
 		switch {
 		case r >= 0:
-			if buf.created[i] && r == cost {
-				a.markMade(&recs[i], now)
-			}
+			a.settleFirst(&recs[i], r, buf.created[i], now)
 			a.pending.Add(-cost)
 			a.unrecorded.Add(uint64(cost - min(r, cost)))
 			a.first.held.Add(-1)
 		case r == -1:
+			a.settleFirst(&recs[i], r, false, now)
 			a.pending.Add(-cost)
 			a.dropped.Add(uint64(cost))
 			a.first.held.Add(-1)

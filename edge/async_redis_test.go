@@ -192,14 +192,81 @@ func TestAsyncFirstSightBoundOnRedis(t *testing.T) {
 	}
 }
 
+// TestAsyncFirstSightRecordGivesBackItsBudget: a first-sight record the
+// store recorded whole, without creating the key (so no view is made),
+// gives its cost back to the key's first-sight budget: the store holds
+// it, and the key's checks are admitted locally again instead of asking
+// the store (before, once FirstSight units were admitted in the sighting,
+// every check asked it). A record refused spends the budget for the rest
+// of the sighting: the over-admission stays what was unconfirmed when it
+// was refused, within FirstSight.
+func TestAsyncFirstSightRecordGivesBackItsBudget(t *testing.T) {
+	store := newRedisStore(t, redistest.Standalone(t).URL())
+	a := newAsync(t, store, edge.AsyncOptions{FirstSight: 2, SyncInterval: time.Hour})
+	ctx := context.Background()
+	flush := func() {
+		t.Helper()
+		if err := a.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Stored by another process: every record finds the key stored.
+	back := check(1, hit("back", "10r/h", sluice.SlidingWindow))
+	mustCheck(t, store, back)
+	before := a.Stats()
+	for i := range 6 {
+		if d := mustCheck(t, a, back); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Fatalf("check %d: %+v, want allowed on first sight", i+1, d)
+		}
+		if i%2 == 1 {
+			flush() // two admissions, one record of both, recorded
+		}
+	}
+	if s := a.Stats(); s.Sync != before.Sync || s.Unrecorded != 0 {
+		t.Errorf("%d synchronous decisions and %d unrecorded, want 0 and 0: each record gave its cost back", s.Sync-before.Sync, s.Unrecorded)
+	}
+	if d := mustCheck(t, store, check(0, back.Hits...)); d.Hits[0].Used != 7 {
+		t.Errorf("the store holds %v of the key, want 7: its own check and the 6 admitted here", d.Hits[0].Used)
+	}
+
+	// Full in the store: the record is refused (1 unit over the limit,
+	// counted), and the sighting's budget is spent though 1 of 2 was
+	// used: the store decides (denies), and its denial is the key's view.
+	full := check(1, hit("full", "2r/h", sluice.SlidingWindow))
+	mustCheck(t, store, full)
+	mustCheck(t, store, full)
+	if d := mustCheck(t, a, full); !d.Allowed || d.Source != sluice.FromLocalView {
+		t.Fatalf("first sight of a full key: %+v, want allowed locally", d)
+	}
+	flush()
+	before = a.Stats()
+	for i := range 3 {
+		if d := mustCheck(t, a, full); d.Allowed || (i == 0 && d.Source != sluice.FromStore) {
+			t.Errorf("check %d after the refused record: %+v, want denied (the first by the store)", i+1, d)
+		}
+		flush()
+	}
+	s := a.Stats()
+	if s.Unrecorded != 1 || s.Dropped != 0 {
+		t.Errorf("%d unrecorded and %d dropped, want 1 (the refused first sight) and 0", s.Unrecorded, s.Dropped)
+	}
+	if s.Sync == before.Sync {
+		t.Errorf("no synchronous decision after the refused record")
+	}
+}
+
 // TestAsyncFirstSightRecordMakesTheView: a first-sight record that created
 // its key in Redis (a sliding window not stored yet: a plain SET ... NX)
 // is an answer, the store holding exactly its cost, so it becomes the
 // key's view: the key's next checks, past its first-sight budget, are
 // decided locally and flushed like any key with a view, without a
 // synchronous store call (before, each asked the store). A record that
-// found its key stored tells nothing of it: the next check asks the store.
-// No cost is lost: after Close the store holds every admission.
+// found its key stored tells nothing of what else the store holds, so it
+// makes no view: it gives its cost back to the key's first-sight budget
+// (TestAsyncFirstSightRecordGivesBackItsBudget), and the key's next check
+// is admitted on first sight again. No cost is lost: after Close the store
+// holds every admission.
 func TestAsyncFirstSightRecordMakesTheView(t *testing.T) {
 	store := newRedisStore(t, redistest.Standalone(t).URL())
 	a := newAsync(t, store, edge.AsyncOptions{FirstSight: 1, SyncInterval: time.Hour})
@@ -222,19 +289,27 @@ func TestAsyncFirstSightRecordMakesTheView(t *testing.T) {
 	}
 
 	// Stored already (another process's check): the record adds to it and
-	// says nothing of what else is there.
+	// says nothing of what else is there, so it makes no view; it gives its
+	// cost back to the budget: the next check is a first sight again, the
+	// one after it, past the budget, asks the store with the record.
 	old := check(1, hit("old", "10r/h", sluice.SlidingWindow))
 	mustCheck(t, store, old)
 	mustCheck(t, a, old) // first sight
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := mustCheck(t, a, old); !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Used != 3 {
-		t.Errorf("check of a key the record found stored: %+v, want allowed by the store, 3 used", d)
+	if d := mustCheck(t, a, old); !d.Allowed || d.Source != sluice.FromLocalView {
+		t.Errorf("check of a key the record found stored: %+v, want allowed on first sight (the record gave its cost back)", d)
+	}
+	if d := mustCheck(t, a, old); !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Used != 4 {
+		t.Errorf("check past the budget: %+v, want allowed by the store, 4 used", d)
 	}
 
 	// Admitted on first sight in two rounds: the second record found the
-	// key stored, so nothing says what else the store holds: ask it.
+	// key stored, so nothing says what else the store holds; it gives its
+	// cost back (the first, which created the key, is spent: its view
+	// mark was cleared by the second admission). One more first sight,
+	// then the store.
 	b := newAsync(t, newRedisStore(t, redistest.Standalone(t).URL()), edge.AsyncOptions{FirstSight: 2, SyncInterval: time.Hour})
 	two := check(1, hit("two", "10r/h", sluice.SlidingWindow))
 	for range 2 {
@@ -245,8 +320,11 @@ func TestAsyncFirstSightRecordMakesTheView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d := mustCheck(t, b, two); d.Source != sluice.FromStore || d.Hits[0].Used != 3 {
-		t.Errorf("check after a record that found the key stored: %+v, want decided by the store, 3 used", d)
+	if d := mustCheck(t, b, two); d.Source != sluice.FromLocalView {
+		t.Errorf("check after a record that found the key stored: %+v, want allowed on first sight", d)
+	}
+	if d := mustCheck(t, b, two); d.Source != sluice.FromStore || d.Hits[0].Used != 4 {
+		t.Errorf("check past the budget: %+v, want decided by the store, 4 used", d)
 	}
 
 	if err := a.Close(ctx); err != nil {
