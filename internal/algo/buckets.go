@@ -115,6 +115,8 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 // (bucket k−n is slot Head's + 1 + k − Head, as n ≡ −1 mod n+1) and the
 // steps after b only take it off; otherwise retryAfterSkip walks.
 // TestBucketsRetrySkipIsStepByStep holds both to the step-by-step walk.
+// Either ends, and reads no slot past the ring, whatever its counts hold
+// (TestBucketsEvalAnyCounts).
 func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 	size := int64(len(s.counts))
 	if size != n+1 || b < s.head || b > s.head+n || cost > p.Rate {
@@ -150,10 +152,19 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 					old = s.counts[i]
 				}
 			}
+		} else if p.Rate-rest-cost < 0 {
+			return tornRetry(p)
 		}
 		rest -= old
 	}
 }
+
+// tornRetry is what the walks return when every kept bucket has left the
+// window and the cost still does not fit. With the sum the walk was given
+// that cannot be (the cost is at most Rate): only a ring whose counts
+// changed while it was read (memstore's peek, which then discards the
+// result) gets here, and the walk ends instead of looping for ever.
+func tornRetry(p Params) int64 { return p.Window }
 
 // fitsAt is when, in µs into a bucket step of r µs counted from start,
 // the cost fits: the bucket leaving at that step (old) leaves in
@@ -180,6 +191,9 @@ func (s *ring) retryAfterSkip(p Params, n, b, e, sum, cost int64) int64 {
 			start = e
 		case k > s.head: // count(k) is 0
 			if old == 0 && p.Rate-rest-cost < 0 {
+				if k-n > s.head {
+					return tornRetry(p)
+				}
 				// Nothing changes until a bucket with a cost leaves:
 				// skip to it. One exists, kept and after k − n, since
 				// rest > 0.
