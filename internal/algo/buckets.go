@@ -1,5 +1,7 @@
 package algo
 
+import "math/bits"
+
 // Buckets is the bucketed sliding-window state. The window of n = W/R
 // buckets of length R (R = Params.Bucket) slides one bucket at a time; with
 // b the bucket holding now and e the µs elapsed in it,
@@ -71,7 +73,12 @@ func (r *ring) window(b, n int64) (old, sum int64) {
 
 // usedAt returns the usage e µs into a bucket from the oldest bucket's cost
 // and the sum of the newer ones (ring.window).
+// An empty oldest bucket adds +0 (e < Bucket): sum alone, bit for bit,
+// without the division.
 func usedAt(p Params, old, sum, e int64) float64 {
+	if old == 0 {
+		return float64(sum)
+	}
 	return float64(old)*float64(p.Bucket-e)/float64(p.Bucket) + float64(sum)
 }
 
@@ -90,11 +97,23 @@ func (s *Buckets) at(p Params, now int64) (b, e int64) {
 	return b, now - b*p.Bucket
 }
 
+// span returns n = Window/Bucket, without a division when the ring has
+// n+1 buckets (always, but for a new ring or one of other parameters):
+// n·Bucket = Window, the product checked whole.
+func span(p Params, size int) int64 {
+	if n := uint64(size) - 1; size > 1 {
+		if hi, lo := bits.Mul64(n, uint64(p.Bucket)); hi == 0 && lo == uint64(p.Window) {
+			return int64(n)
+		}
+	}
+	return p.Window / p.Bucket
+}
+
 // Eval implements State.
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	b, e := s.at(p, now)
 	v := s.ring()
-	n := p.Window / p.Bucket
+	n := span(p, len(s.Counts))
 	old, sum := v.window(b, n)
 	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, n, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
@@ -281,7 +300,7 @@ func (s *Buckets) add(b, n, cost int64) {
 // empties, already read as zero). The outcome and the state are bit for
 // bit those of Eval and Record (TestCheckIsEvalRecord).
 func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
-	n := p.Window / p.Bucket
+	n := span(p, len(s.Counts))
 	if len(s.Counts) != 0 && len(s.Counts) != int(n+1) {
 		return check(s, p, now, cost, shadow) // a ring of other parameters
 	}
