@@ -163,6 +163,12 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 			}
 			if old = s.counts[i]; old == 0 && p.Rate-rest-cost < 0 {
 				// rest > 0: a kept bucket up to Head has a cost.
+				// When Head's holds all of it (a key spent within
+				// one bucket, the usual denial), the others are
+				// empty (counts are not negative): go to it.
+				if last := s.head + n; k < last && rest == s.counts[s.slot] {
+					k, i, old = last, s.slot, rest
+				}
 				for last := s.head + n; old == 0 && k < last; {
 					k++
 					if i++; i == size {
