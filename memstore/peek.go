@@ -6,10 +6,6 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// maxPeekRing is the longest buckets ring peek copies to evaluate it;
-// longer rings are decided under the lock.
-const maxPeekRing = 32
-
 // peek decides a single-hit check without the shard's lock when the
 // check records nothing: a denial that is not shadow, or a cost of 0. It
 // reads as the reader of two sequence locks: the shard's seq, around its
@@ -32,8 +28,8 @@ const maxPeekRing = 32
 // it whole, every other read is one machine word (a pointer read is the
 // old or the new pointer, and the object stays alive), identities never
 // change once stored, and a state is evaluated from a copy its seq
-// vouches for, or (log) in place by loops bounded by a slice header its
-// seq vouches for, the result discarded unless seq still does.
+// vouches for, or (log, buckets) in place by loops bounded by a slice
+// header its seq vouches for, the result discarded unless seq still does.
 //
 // The entry's denied hint (set under the lock by the last locked check)
 // keeps checks that will be allowed from evaluating twice.
@@ -75,17 +71,19 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 		}
 		r = st.Eval(p, now, cost)
 	case codeBuckets:
-		src := e.bucketsState()
-		st := algo.Buckets{Head: src.Head, Counts: src.Counts}
-		if len(st.Counts) > maxPeekRing || atomic.LoadUint32(&e.seq) != es {
-			return e, seq, false
-		}
-		var ring [maxPeekRing]int64
-		st.Counts = ring[:copy(ring[:], st.Counts)]
+		// The ring is read in place, as the log's events are: Eval
+		// reads no slot past the header vouched for here and loops
+		// a bounded number of times whatever the slots hold
+		// (TestBucketsEvalAnyCounts), and the result counts only if
+		// seq still vouches for the slots after.
+		st := *e.bucketsState()
 		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false
 		}
 		r = st.Eval(p, now, cost)
+		if atomic.LoadUint32(&e.seq) != es {
+			return e, seq, false
+		}
 	case codeLog:
 		// The events are read in place: their header is vouched for
 		// before Eval reads them, and the result after.

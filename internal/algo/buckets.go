@@ -1,5 +1,7 @@
 package algo
 
+import "math/bits"
+
 // Buckets is the bucketed sliding-window state. The window of n = W/R
 // buckets of length R (R = Params.Bucket) slides one bucket at a time; with
 // b the bucket holding now and e the µs elapsed in it,
@@ -71,7 +73,12 @@ func (r *ring) window(b, n int64) (old, sum int64) {
 
 // usedAt returns the usage e µs into a bucket from the oldest bucket's cost
 // and the sum of the newer ones (ring.window).
+// An empty oldest bucket adds +0 (e < Bucket): sum alone, bit for bit,
+// without the division.
 func usedAt(p Params, old, sum, e int64) float64 {
+	if old == 0 {
+		return float64(sum)
+	}
 	return float64(old)*float64(p.Bucket-e)/float64(p.Bucket) + float64(sum)
 }
 
@@ -90,11 +97,23 @@ func (s *Buckets) at(p Params, now int64) (b, e int64) {
 	return b, now - b*p.Bucket
 }
 
+// span returns n = Window/Bucket, without a division when the ring has
+// n+1 buckets (always, but for a new ring or one of other parameters):
+// n·Bucket = Window, the product checked whole.
+func span(p Params, size int) int64 {
+	if n := uint64(size) - 1; size > 1 {
+		if hi, lo := bits.Mul64(n, uint64(p.Bucket)); hi == 0 && lo == uint64(p.Window) {
+			return int64(n)
+		}
+	}
+	return p.Window / p.Bucket
+}
+
 // Eval implements State.
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	b, e := s.at(p, now)
 	v := s.ring()
-	n := p.Window / p.Bucket
+	n := span(p, len(s.Counts))
 	old, sum := v.window(b, n)
 	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, n, now)}
 	if r.Allowed = fits(r.Used, cost, p.Rate); !r.Allowed {
@@ -115,6 +134,8 @@ func (s *Buckets) Eval(p Params, now, cost int64) Result {
 // (bucket k−n is slot Head's + 1 + k − Head, as n ≡ −1 mod n+1) and the
 // steps after b only take it off; otherwise retryAfterSkip walks.
 // TestBucketsRetrySkipIsStepByStep holds both to the step-by-step walk.
+// Either ends, and reads no slot past the ring, whatever its counts hold
+// (TestBucketsEvalAnyCounts).
 func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 	size := int64(len(s.counts))
 	if size != n+1 || b < s.head || b > s.head+n || cost > p.Rate {
@@ -142,6 +163,12 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 			}
 			if old = s.counts[i]; old == 0 && p.Rate-rest-cost < 0 {
 				// rest > 0: a kept bucket up to Head has a cost.
+				// When Head's holds all of it (a key spent within
+				// one bucket, the usual denial), the others are
+				// empty (counts are not negative): go to it.
+				if last := s.head + n; k < last && rest == s.counts[s.slot] {
+					k, i, old = last, s.slot, rest
+				}
 				for last := s.head + n; old == 0 && k < last; {
 					k++
 					if i++; i == size {
@@ -150,10 +177,19 @@ func (s *ring) retryAfter(p Params, n, b, e, sum, cost int64) int64 {
 					old = s.counts[i]
 				}
 			}
+		} else if p.Rate-rest-cost < 0 {
+			return tornRetry(p)
 		}
 		rest -= old
 	}
 }
+
+// tornRetry is what the walks return when every kept bucket has left the
+// window and the cost still does not fit. With the sum the walk was given
+// that cannot be (the cost is at most Rate): only a ring whose counts
+// changed while it was read (memstore's peek, which then discards the
+// result) gets here, and the walk ends instead of looping for ever.
+func tornRetry(p Params) int64 { return p.Window }
 
 // fitsAt is when, in µs into a bucket step of r µs counted from start,
 // the cost fits: the bucket leaving at that step (old) leaves in
@@ -180,6 +216,9 @@ func (s *ring) retryAfterSkip(p Params, n, b, e, sum, cost int64) int64 {
 			start = e
 		case k > s.head: // count(k) is 0
 			if old == 0 && p.Rate-rest-cost < 0 {
+				if k-n > s.head {
+					return tornRetry(p)
+				}
 				// Nothing changes until a bucket with a cost leaves:
 				// skip to it. One exists, kept and after k − n, since
 				// rest > 0.
@@ -267,7 +306,7 @@ func (s *Buckets) add(b, n, cost int64) {
 // empties, already read as zero). The outcome and the state are bit for
 // bit those of Eval and Record (TestCheckIsEvalRecord).
 func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
-	n := p.Window / p.Bucket
+	n := span(p, len(s.Counts))
 	if len(s.Counts) != 0 && len(s.Counts) != int(n+1) {
 		return check(s, p, now, cost, shadow) // a ring of other parameters
 	}

@@ -184,3 +184,45 @@ func TestLogSumIsEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketsEvalAnyCounts: Eval reads a ring's slots in place, so counts
+// holding anything at all, and changing between the sum and the retry walk
+// (as memstore's peek may read them while another check writes, before it
+// discards the result), never make it index past the ring, panic or loop
+// without end. The torn walk is the retry walks given a sum that is not
+// their ring's.
+func TestBucketsEvalAnyCounts(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(81, 82))
+	word := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return rng.Int64() - rng.Int64()
+		case 1:
+			return -rng.Int64N(100)
+		}
+		return rng.Int64N(100)
+	}
+	for range 100_000 {
+		n := 1 + rng.Int64N(40)
+		p := Params{Rate: 1 + rng.Int64N(100), Bucket: 1 + rng.Int64N(1e6)}
+		p.Window = n * p.Bucket
+		now := int64(1_700_000_000_000_000) + rng.Int64N(1e12)
+		size := n + 1
+		if rng.IntN(4) == 0 {
+			size = rng.Int64N(45) // a ring of other parameters
+		}
+		s := Buckets{Head: floorDiv(now, p.Bucket) + rng.Int64N(3*n+3) - 2*n - 2, Counts: make([]int64, size)}
+		for i := range s.Counts {
+			if rng.IntN(3) > 0 {
+				s.Counts[i] = word()
+			}
+		}
+		cost := rng.Int64N(p.Rate + 1)
+		s.Eval(p, now, cost)
+		b, e := s.at(p, now)
+		v := s.ring()
+		sum := word()
+		v.retryAfter(p, n, b, e, sum, cost)
+		v.retryAfterSkip(p, n, b, e, sum, cost)
+	}
+}
