@@ -332,18 +332,23 @@ func benchFirstSight(b *testing.B, limit string, steady bool) {
 	for _, c := range []struct {
 		name  string
 		first int64
-	}{{"store", -1}, {"async", 0}, {"async-firstsight", 1}} {
+		floor string // a floorLimiter's write, for the floor contenders
+	}{{"store", -1, ""}, {"async", 0, ""}, {"async-firstsight", 1, ""}, {"floor-setnx", -1, "setnx"}, {"floor-hincrby", -1, "hincrby"}} {
 		b.Run(c.name, func(b *testing.B) {
 			var l sluice.Limiter = store
 			var a *edge.Async
-			if c.first >= 0 {
+			// The limit parsed once: the callers' own work per check is
+			// drawing a key and making its string (about 0.1 µs).
+			h := hit("", limit, sluice.SlidingWindow)
+			var floor *floorLimiter
+			if c.floor != "" {
+				floor = newFloorLimiter(srv.Client(), c.floor, h.Limit.Window)
+				l = floor
+			} else if c.first >= 0 {
 				a = newBenchAsync(b, store, edge.AsyncOptions{FirstSight: c.first, MaxKeys: 1_000_000, MaxBytes: 1 << 30})
 				l = a
 			}
 			keys := max(1_000_000, b.N) // each checked about once, whatever b.N
-			// The limit parsed once: the callers' own work per check is
-			// drawing a key and making its string (about 0.1 µs).
-			h := hit("", limit, sluice.SlidingWindow)
 			checks := func(prefix string) func(r *rand.Rand) sluice.Check {
 				return func(r *rand.Rand) sluice.Check {
 					h := h
@@ -356,13 +361,27 @@ func benchFirstSight(b *testing.B, limit string, steady bool) {
 				b.Fatal(err)
 			}
 			if steady {
-				fill(b, l, b.N, checks(fmt.Sprintf("warm-%d-", run)))
+				if floor != nil {
+					// A floor of its own, all sent before the run.
+					warm := newFloorLimiter(srv.Client(), c.floor, h.Limit.Window)
+					fill(b, warm, b.N, checks(fmt.Sprintf("warm-%d-", run)))
+					if err := warm.Close(); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					fill(b, l, b.N, checks(fmt.Sprintf("warm-%d-", run)))
+				}
 			}
 			keys0 := dbSize(b, srv)
 			s0, rcpu0, cpu0 := readRedisStats(b, srv), redisCPU(b, srv), cpuTime()
 			runCallers(b, l, srv, checks(fmt.Sprintf("tok-%d-", run)))
 			if a != nil {
 				if err := a.Close(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if floor != nil {
+				if err := floor.Close(); err != nil {
 					b.Fatal(err)
 				}
 			}
