@@ -49,13 +49,18 @@ type Options struct {
 // with the default Options, set up on its first use; New(Options{}) returns
 // the same.
 type Store struct {
-	ready     atomic.Bool            // set up, by New or on first use of a zero Store
-	setup     sync.Mutex             // held while a zero Store sets itself up
-	now       func() time.Time       // nil: the anchored system clock
-	anchor    atomic.Pointer[anchor] // when now is nil
-	seed      maphash.Seed
-	shards    []shard
-	mask      uint64
+	ready  atomic.Bool            // set up, by New or on first use of a zero Store
+	setup  sync.Mutex             // held while a zero Store sets itself up
+	now    func() time.Time       // nil: the anchored system clock
+	anchor atomic.Pointer[anchor] // when now is nil
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+	// The counters are written when states are dropped (a flood of new
+	// keys at the bound drops one per check): apart from the fields
+	// above, which every check reads, so their line is not moved between
+	// the cores by those writes.
+	_         [64]byte
 	evictions atomic.Uint64
 	expired   atomic.Uint64
 }
