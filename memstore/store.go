@@ -270,12 +270,12 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 // to keep the sweeps coming (picked by the number of times e was locked
 // plus its hash, so about one in sweepEvery checks on a shard whatever
 // its keys). It reports whether it decided, and if not, for how many
-// checks the locked path must count this one (see tick). A check on a stored state
-// then writes no line of the shard's header: only e's, as a keyed
-// limiter with a lock per key does (the x/time/rate map), where the
+// checks the locked path must count this one (see tick). A check on a
+// stored state then writes no line of the shard's header, only e's, as a
+// keyed limiter with a lock per key does (the x/time/rate map), where the
 // shard's lock moved its line between the cores that check keys of that
 // shard. It is decideOne and record under the shard's lock, without what
-// the lock is for: the table does not change (an entry leaves it only
+// that lock is for: the table does not change (an entry leaves it only
 // locked, see entry.tryLock).
 func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (decided bool, weight uint16) {
 	es := atomic.LoadUint32(&e.seq)
