@@ -29,6 +29,16 @@
 // detector, which cannot see a sequence lock, and other architectures,
 // whose memory orders are weaker than amd64's, always take the lock.
 //
+// Each state also has a lock of its own (the entry's counter, taken by
+// compare-and-swap), held by every check that evaluates or changes it. On
+// amd64 outside the race detector, a single-hit check on a state already
+// stored, found as above, records under that lock alone: it writes the
+// state's entry and nothing of the shard, so checks on two cores do not
+// move a shard's lock between them. Changing the table (a new state,
+// a removal) still takes the shard's lock; a state leaves its table only
+// with its own lock held, for good, so the lock of a state found in the
+// table proves it is still there.
+//
 // # Lookups and allocation
 //
 // A state's identity is internal/ident's State, the one every store
@@ -71,8 +81,11 @@
 // the expired ones, going on 8 states at a time (up to 64 states, and 256
 // slots) while every state it met had expired, as after a flood of
 // one-off keys. Each sweep starts where the shard's previous one stopped,
-// so sweeps visit the whole table in turn. Checks decided without the
-// lock (above) do not count towards a sweep. While sweeps find nothing
+// so sweeps visit the whole table in turn. Denials decided without the
+// lock (above) do not count towards a sweep; of the checks that record
+// under a state's own lock, one in 64 (picked by the state's lock count and
+// hash) takes the shard's lock and counts for 64, so the 64th is an
+// average. A sweep passes over states a check is holding. While sweeps find nothing
 // expired (every state live, as in a busy store), each sweep comes twice as
 // many checks after the last, up to every 1,024th check; the first sweep
 // that drops a state brings the shard back to every 64th. A table less than 1/8 full is

@@ -2,6 +2,8 @@ package memstore
 
 import (
 	"crypto/sha256"
+	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/internal/algo"
@@ -52,32 +54,71 @@ func digest(sum *[idSum]byte, group, zone, key string) {
 // state follows it in the same allocation (see the entry types below), so
 // a lookup touches the shard's slot and one object; the state is reached
 // by the algorithm code, without an interface value in every entry.
+//
+// The identity, written once before the entry enters a table, comes
+// first; what a check writes (denied, seq, expires) comes last, right
+// before the state that follows the entry, so a check writes one
+// contiguous run of bytes 66 to 80 plus the state: one cache line, or
+// two when the run crosses a line boundary, where the fields it wrote
+// used to lie at both ends of the object (two or three lines). A line a
+// core writes must be moved to the next core that touches it; lines
+// only read are shared (see "Recording without the shard's lock" in
+// docs/memstore.md).
 type entry struct {
-	expires   int64 // µs since the epoch: the last Record's now + ResetAfter
+	long      string // group+zone+key, when longer than inlineID and at most maxWhole
+	inline    [inlineID]byte
 	window    int64 // µs; a buckets entry's bucket length is in bucketsEntry
 	zoneLen   int32
 	groupLen  int32
 	algorithm uint8
-	inlineLen uint8  // length of group+zone+key in inline; 0 when it is in long or hashed
-	denied    bool   // the last check under the lock was denied: a hint for peek
-	seq       uint32 // odd while the state is being changed: peek's sequence lock on it (see changing)
-	long      string // group+zone+key, when longer than inlineID and at most maxWhole
-	inline    [inlineID]byte
+	inlineLen uint8 // length of group+zone+key in inline; 0 when it is in long or hashed
+	denied    bool  // the last check that held the state was denied: a hint for peek
+	// seq is the state's lock and peek's sequence lock on it: odd while
+	// a check holds the state (see tryLock), even otherwise; odd for good
+	// once the entry has left its table.
+	seq     uint32
+	expires int64 // µs since the epoch: the last Record's now + ResetAfter; only grows
 }
 
-// changing marks e's state as being changed (seq odd), before a check
-// that may record evaluates it; changed marks the end. The state of an
-// entry not yet in a table needs neither: no reader can reach it.
-func (e *entry) changing() {
-	if e.seq&1 == 0 {
-		e.seq++
+// tryLock takes e's lock if it is free: seq from even to odd, by
+// compare-and-swap. Every writer of the state, of expires and of denied
+// holds it: a check recording without the shard's lock (lockFree) holds
+// only it, and waits for nothing while it does; checks under the shard's
+// lock take it too. An entry leaves its table only locked and stays
+// locked for good, so a check that takes the lock of an entry it found in
+// the table knows the entry is still there. peek reads seq as a sequence
+// lock's reader.
+func (e *entry) tryLock() bool {
+	s := atomic.LoadUint32(&e.seq)
+	return s&1 == 0 && atomic.CompareAndSwapUint32(&e.seq, s, s+1)
+}
+
+// lock takes e's lock, waiting for a holder. The caller holds the lock of
+// e's shard and found e in the table, so e is not dead and its holder, if
+// any, is a check recording without the shard's lock, which waits for
+// nothing.
+func (e *entry) lock() {
+	for i := 0; !e.tryLock(); i++ {
+		if i >= 16 {
+			runtime.Gosched() // the holder may have been descheduled
+		}
 	}
 }
 
-func (e *entry) changed() {
-	if e.seq&1 != 0 {
-		e.seq++
-	}
+// unlock releases e's lock. A plain store: stores become visible in
+// program order where peek and lock-free recording run (amd64), so a
+// reader that sees the new seq sees the state written before it, and the
+// next holder's compare-and-swap orders everything after.
+func (e *entry) unlock() {
+	e.seq++
+}
+
+// expiredAt reports whether e's deadline has passed at now, read without
+// e's lock: expires only grows while e is in a table, so a deadline still
+// ahead is reliable; one that has passed must be read again under the
+// lock (see shard.expired).
+func (e *entry) expiredAt(now int64) bool {
+	return atomic.LoadInt64(&e.expires) <= now
 }
 
 // setID stores k's identity in e, copying its strings: a stored state never

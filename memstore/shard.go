@@ -3,6 +3,7 @@ package memstore
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // Sweeping, eviction and the table's size.
@@ -105,7 +106,8 @@ func (sh *shard) find(h uint64, k *stateKey) *entry {
 	}
 }
 
-// remove deletes e, stored under h. sh.mu must be held.
+// remove deletes e, stored under h. sh.mu and e's lock must be held; e's
+// lock is never released (see entry.tryLock).
 func (sh *shard) remove(h uint64, e *entry) {
 	mask := uint64(len(sh.slots) - 1)
 	for i := h & mask; sh.slots[i].e != nil; i = (i + 1) & mask {
@@ -117,7 +119,8 @@ func (sh *shard) remove(h uint64, e *entry) {
 }
 
 // removeAt empties slot i and moves back the entries after it that would
-// otherwise no longer be found from their home slot. sh.mu must be held.
+// otherwise no longer be found from their home slot. sh.mu and the lock of
+// slot i's entry must be held; the entry's is never released.
 func (sh *shard) removeAt(i uint64) {
 	sh.changing()
 	mask := uint64(len(sh.slots) - 1)
@@ -158,7 +161,7 @@ func (sh *shard) sweep(now int64) int {
 			continue
 		}
 		met++
-		if e.expires <= now {
+		if sh.expired(e, now) {
 			// The slot now holds the entry shifted back into it, if any:
 			// it is examined next.
 			sh.removeAt(uint64(i))
@@ -238,18 +241,34 @@ func (sh *shard) makeRoom(h uint64, now int64) (evicted bool, expired int) {
 	}
 	victim, soonest := -1, int64(math.MaxInt64)
 	for j, s := range sample[:n] {
-		if s.e.expires <= now {
+		if sh.expired(s.e, now) {
 			sh.remove(s.hash, s.e)
 			expired++
-		} else if s.e.expires < soonest {
-			victim, soonest = j, s.e.expires
+		} else if t := atomic.LoadInt64(&s.e.expires); t < soonest {
+			victim, soonest = j, t
 		}
 	}
 	if expired == 0 && victim >= 0 {
-		sh.remove(sample[victim].hash, sample[victim].e)
+		v := sample[victim]
+		v.e.lock()
+		sh.remove(v.hash, v.e)
 		evicted = true
 	}
 	return evicted, expired
+}
+
+// expired reports whether e's deadline has passed at now and, if so,
+// holds e's lock for its removal. An entry whose lock a check holds is
+// not expired: that check may be recording on it. sh.mu must be held.
+func (sh *shard) expired(e *entry, now int64) bool {
+	if !e.expiredAt(now) || !e.tryLock() {
+		return false
+	}
+	if e.expires <= now {
+		return true
+	}
+	e.unlock() // recorded on since expiredAt read it
+	return false
 }
 
 // ceilPow2 returns the least power of two >= n (n >= 1).

@@ -49,13 +49,18 @@ type Options struct {
 // with the default Options, set up on its first use; New(Options{}) returns
 // the same.
 type Store struct {
-	ready     atomic.Bool            // set up, by New or on first use of a zero Store
-	setup     sync.Mutex             // held while a zero Store sets itself up
-	now       func() time.Time       // nil: the anchored system clock
-	anchor    atomic.Pointer[anchor] // when now is nil
-	seed      maphash.Seed
-	shards    []shard
-	mask      uint64
+	ready  atomic.Bool            // set up, by New or on first use of a zero Store
+	setup  sync.Mutex             // held while a zero Store sets itself up
+	now    func() time.Time       // nil: the anchored system clock
+	anchor atomic.Pointer[anchor] // when now is nil
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+	// The counters are written when states are dropped (a flood of new
+	// keys at the bound drops one per check): apart from the fields
+	// above, which every check reads, so their line is not moved between
+	// the cores by those writes.
+	_         [64]byte
 	evictions atomic.Uint64
 	expired   atomic.Uint64
 }
@@ -140,16 +145,11 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	n := b.prepare(s, c)
 	b.lock(s, now)
 	b.load(s, c.Group)
-	if c.Cost > 0 {
-		b.changing(n)
-	}
 	allowed, _, _ := algo.Decide(b.hits[:n], b.out[:n], now, c.Cost)
 	if allowed && c.Cost > 0 {
 		b.store(s, c.Group, now)
 	}
-	if c.Cost > 0 {
-		b.changed(n)
-	}
+	b.unlockEntries()
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
 	return nil
@@ -221,38 +221,79 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	var o algo.Outcome
 	var e *entry
 	seq := uint64(1) // odd: no lookup to reuse
+	weight := uint16(1)
 	if lockFree {
 		var done bool
 		if e, seq, done = sh.peek(hash, &k, p, shadow, &o, now, c.Cost); done {
 			fillOne(d, shadow, p.Rate, &o)
 			return
 		}
+		if e != nil {
+			// A stored state: decided and recorded under its own lock,
+			// without the shard's (see recordOne), but for one check
+			// in sweepEvery, which takes the shard's lock and counts
+			// for sweepEvery checks towards the shard's next sweep.
+			var decided bool
+			if decided, weight = s.recordOne(e, hash, p, shadow, &o, now, c.Cost); decided {
+				fillOne(d, shadow, p.Rate, &o)
+				return
+			}
+		}
 	}
 	sh.lock()
-	if s.tick(sh, now) || sh.seq != seq { // else the table is as peek found it
+	if s.tick(sh, now, weight) || sh.seq != seq { // else the table is as peek found it
 		e = sh.find(hash, &k)
 	}
 	stored := e != nil
-	if !stored {
+	if stored {
+		e.lock()
+	} else {
 		e = newEntry(code)
-	}
-	if stored && c.Cost > 0 {
-		e.changing()
 	}
 	allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost)
 	if allowed && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
 	if stored {
-		if c.Cost > 0 {
-			e.changed()
-		}
 		if e.denied != !o.Allowed {
 			e.denied = !o.Allowed
 		}
+		e.unlock()
 	}
 	sh.unlock()
 	fillOne(d, shadow, p.Rate, &o)
+}
+
+// recordOne decides a single-hit check on e, a state peek found in its
+// shard's table, under e's lock alone, unless that lock is held or the
+// check is the one in sweepEvery on e that goes through the shard's lock
+// to keep the sweeps coming (picked by the number of times e was locked
+// plus its hash, so about one in sweepEvery checks on a shard whatever
+// its keys). It reports whether it decided, and if not, for how many
+// checks the locked path must count this one (see tick). A check on a
+// stored state then writes no line of the shard's header, only e's, as a
+// keyed limiter with a lock per key does (the x/time/rate map), where the
+// shard's lock moved its line between the cores that check keys of that
+// shard. It is decideOne and record under the shard's lock, without what
+// that lock is for: the table does not change (an entry leaves it only
+// locked, see entry.tryLock).
+func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (decided bool, weight uint16) {
+	es := atomic.LoadUint32(&e.seq)
+	if (uint64(es>>1)+hash)%sweepEvery == 0 {
+		return false, sweepEvery
+	}
+	if es&1 != 0 || !atomic.CompareAndSwapUint32(&e.seq, es, es+1) {
+		return false, 1
+	}
+	allowed, _ := decideOne(e, p, shadow, o, now, cost)
+	if allowed && cost > 0 {
+		e.expires = max(e.expires, now+o.ResetAfter)
+	}
+	if e.denied != !o.Allowed {
+		e.denied = !o.Allowed
+	}
+	e.unlock()
+	return true, 0
 }
 
 // bucketMicros is a buckets limit's bucket length in µs.
@@ -317,14 +358,15 @@ func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// tick counts one check on a locked shard and lets it sweep every
-// sweepEvery checks, or up to 16 times as seldom while its sweeps find
-// nothing expired: a shard whose states are all live (the common case of a
-// busy store) spends a sixteenth of the cache misses on sweeping, and a
-// shard whose states expire is swept every 64 checks again once a sweep
-// meets one. See shard.sweep.
-func (s *Store) tick(sh *shard, now int64) (swept bool) {
-	if sh.ops++; sh.ops < sweepEvery<<sh.idle {
+// tick counts n checks on a locked shard (1, or sweepEvery for the check
+// that stands for those recorded without the shard's lock, see recordOne)
+// and lets it sweep every sweepEvery checks, or up to 16 times as seldom
+// while its sweeps find nothing expired: a shard whose states are all
+// live (the common case of a busy store) spends a sixteenth of the cache
+// misses on sweeping, and a shard whose states expire is swept every 64
+// checks again once a sweep meets one. See shard.sweep.
+func (s *Store) tick(sh *shard, now int64, n uint16) (swept bool) {
+	if sh.ops += n; sh.ops < sweepEvery<<sh.idle {
 		return false
 	}
 	s.sweep(sh, now)
@@ -342,7 +384,8 @@ func (s *Store) sweep(sh *shard, now int64) {
 }
 
 // record moves e's reset deadline after an allowed check and inserts e
-// under k if it was not stored yet. sh must be locked.
+// under k if it was not stored yet. sh must be locked, and e too if it
+// was stored.
 func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k *stateKey, deadline, now int64) {
 	e.expires = max(e.expires, deadline)
 	if stored {
@@ -436,6 +479,7 @@ func (s *Store) Reset(ctx context.Context, c sluice.Check) error {
 		sh := &s.shards[b.shard[i]]
 		k := b.key(i, c.Group)
 		if e := sh.find(b.hashes[i], &k); e != nil {
+			e.lock()
 			sh.remove(b.hashes[i], e)
 		}
 	}

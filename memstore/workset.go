@@ -3,6 +3,7 @@ package memstore
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -23,6 +24,7 @@ type workset struct {
 	nlocked int
 	entries [sluice.MaxHits]*entry
 	stored  [sluice.MaxHits]bool        // entries[i] is in its shard
+	locked  [sluice.MaxHits]bool        // this check holds entries[i]'s lock
 	sums    [sluice.MaxHits][idSum]byte // digest of hit i's identity, if long
 	hits    [sluice.MaxHits]algo.Hit
 	out     [sluice.MaxHits]algo.Outcome
@@ -88,7 +90,7 @@ func (b *workset) lock(s *Store, now int64) {
 	for _, i := range b.order[:b.nlocked] {
 		sh := &s.shards[i]
 		sh.lock()
-		s.tick(sh, now)
+		s.tick(sh, now, 1)
 	}
 }
 
@@ -98,36 +100,30 @@ func (b *workset) unlock(s *Store) {
 	}
 }
 
-// load finds each hit's state, or makes an empty one that store will keep
-// if the check records. Shards must be locked.
+// load finds each hit's state, and takes its lock (once per state: two
+// hits may share one), or makes an empty one that store will keep if the
+// check records. Shards must be locked.
 func (b *workset) load(s *Store, group string) {
 	for i := range b.n {
 		k := b.key(i, group)
 		e := s.shards[b.shard[i]].find(b.hashes[i], &k)
-		b.stored[i] = e != nil
+		b.stored[i], b.locked[i] = e != nil, false
 		if e == nil {
 			e = newEntry(b.algos[i])
+		} else if !slices.Contains(b.entries[:i], e) {
+			e.lock()
+			b.locked[i] = true
 		}
 		b.entries[i] = e
 		b.hits[i].State = e.state()
 	}
 }
 
-// changing marks the states of the first n hits that are stored as
-// being changed (entry.changing), changed as changed. Both may meet one
-// state twice, when two hits share it.
-func (b *workset) changing(n int) {
-	for i := range n {
-		if b.stored[i] {
-			b.entries[i].changing()
-		}
-	}
-}
-
-func (b *workset) changed(n int) {
-	for i := range n {
-		if b.stored[i] {
-			b.entries[i].changed()
+// unlockEntries releases the entries' locks that load took.
+func (b *workset) unlockEntries() {
+	for i := range b.n {
+		if b.locked[i] {
+			b.entries[i].unlock()
 		}
 	}
 }
