@@ -23,11 +23,21 @@ type ring struct {
 }
 
 func (s *Buckets) ring() ring {
-	r := ring{counts: s.Counts, head: s.Head}
+	var r ring
+	r.set(s)
+	return r
+}
+
+// set makes r read s. The checks build their ring in place with it:
+// the ring that ring() returns is built in a temporary and copied, 16
+// bytes at a time, from words just stored one by one, and the loads
+// that cannot be forwarded from those stores stall the check (perf
+// annotate of a hot buckets check: a third of Eval's samples).
+func (r *ring) set(s *Buckets) {
+	r.counts, r.head, r.slot = s.Counts, s.Head, 0
 	if len(s.Counts) > 0 {
 		r.slot = floorMod(s.Head, int64(len(s.Counts)))
 	}
-	return r
 }
 
 // count returns bucket k's cost as seen from a state whose newest bucket is
@@ -112,7 +122,8 @@ func span(p Params, size int) int64 {
 // Eval implements State.
 func (s *Buckets) Eval(p Params, now, cost int64) Result {
 	b, e := s.at(p, now)
-	v := s.ring()
+	var v ring
+	v.set(s)
 	n := span(p, len(s.Counts))
 	old, sum := v.window(b, n)
 	r := Result{Used: usedAt(p, old, sum, e), ResetAfter: v.resetAfter(p, n, now)}
@@ -281,7 +292,8 @@ func (s *Buckets) Record(p Params, now, cost int64) (float64, int64) {
 	}
 	b, e := s.at(p, now)
 	s.add(b, n, cost)
-	v := s.ring()
+	var v ring
+	v.set(s)
 	old, sum := v.window(b, n)
 	return usedAt(p, old, sum, e), v.resetAfter(p, n, now)
 }
@@ -311,7 +323,8 @@ func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
 		return check(s, p, now, cost, shadow) // a ring of other parameters
 	}
 	b, e := s.at(p, now)
-	v := s.ring()
+	var v ring
+	v.set(s)
 	old, sum := v.window(b, n)
 	used := usedAt(p, old, sum, e)
 	o := Outcome{Allowed: fits(used, cost, p.Rate), Used: used}
@@ -328,7 +341,7 @@ func (s *Buckets) Check(p Params, now, cost int64, shadow bool) Outcome {
 			fallthrough
 		default:
 			s.add(b, n, cost)
-			v = s.ring()
+			v.set(s)
 		}
 		o.Used = usedAt(p, old, sum+cost, e)
 	}
