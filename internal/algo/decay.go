@@ -84,7 +84,7 @@ func lnApprox(x float64) float64 {
 func (s *Decay) at(p Params, now int64) float64 {
 	v := s.S
 	if now > s.T0 {
-		v *= math.Exp(-float64(now-s.T0) / float64(p.Window))
+		v *= decayExp(-float64(now-s.T0) / float64(p.Window))
 	}
 	if v < DecayZero {
 		return 0
