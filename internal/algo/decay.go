@@ -17,9 +17,11 @@ const DecayZero = 0.01
 type Decay struct {
 	S  float64 // count at T
 	T0 int64   // µs since the epoch
-	// lnS is math.Log(S), kept by every method that sets S, or 0 when not
-	// known (a state built field by field, as redisstore does, or S of 0
-	// or 1): it spares the waits their logarithms (see wait). It sits in
+	// lnS is ln S (lnApprox(S), within 5e-16 of 1 + |ln S|), kept by
+	// every method that sets S, or 0 when not known (a state built field
+	// by field, as redisstore does, or S of 0; a logarithm of exactly 0
+	// reads as unknown too): it spares the waits their
+	// logarithms (see wait). It sits in
 	// padding the entry's size class already had: no memory per state.
 	lnS float64
 }
