@@ -206,10 +206,18 @@ func tornRetry(p Params) int64 { return p.Window }
 // the cost fits: the bucket leaving at that step (old) leaves in
 // proportion to the step's elapsed time, and room is what is left to
 // spare once all of it has. The walks return it when it is < r.
+//
+// It takes the larger of the two instants by a comparison rather than
+// max, whose handling of NaN and −0 sat on a denial's chain of dependent
+// operations: neither occurs (start ≥ 0; old > 0 makes the other finite,
+// and r − y is +0, never −0, when y = r), so the result is max's, bit
+// for bit.
 func fitsAt(r, room, old, start int64) float64 {
 	at := float64(start)
 	if old > 0 {
-		at = max(at, float64(r)-float64(room)*float64(r)/float64(old))
+		if x := float64(r) - float64(room)*float64(r)/float64(old); x > at {
+			at = x
+		}
 	}
 	return at
 }
