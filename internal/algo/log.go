@@ -7,26 +7,32 @@ package algo
 //
 // A log of one event keeps it in the Log itself (its instant in oldest, its
 // cost in sum): no memory of its own. Longer logs keep their events in
-// fixed-size chunks (logChunk), oldest first, linked from head to tail:
-// one 8-byte word per event in a chunk of packed events, two in a wide
-// chunk (an event whose cost does not fit a word, 2^20 or more, which only
-// shadow limits reach). A log grows by linking a chunk, never by copying
-// its events, and events that leave the window free their chunk, kept
-// for the next one the log needs (tail.next), so a log whose events come
-// and go at the same pace allocates nothing. The form changes how the
-// events are kept, never which: every method reads back the same instants
-// and costs (TestLogIsRefLog).
+// chunks of 128 bytes (logChunk) linked in a ring, oldest first. Packed,
+// one 8-byte word per event: its distance from the event before it in the
+// high deltaBits bits, its cost in the low costBits bits; the Log keeps
+// the oldest instant and the newest one's distance from it, so the
+// instants follow from the oldest. A log turns wide, two words per event
+// (instant and cost), when an event does not fit a word (a cost of 2^20
+// or more, which only shadow limits reach, or 2^44 µs after the event
+// before it) until it empties. The form changes how the events are kept,
+// never which: every method reads back the same instants and costs
+// (TestLogIsRefLog).
 //
-// A check on a log where nothing has left the window reads only the Log
-// and its tail chunk: the oldest instant is kept in the Log, so the usage
-// is sum unless an event has left.
+// A log grows by filling its newest chunk and linking a new one, never by
+// copying its events. A chunk its events have all left stays in the ring
+// as the next one to fill, so a log whose events come and go at the same
+// pace allocates nothing. A check on a packed log where nothing has left
+// the window reads only the Log (the usage is sum, the reset wait follows
+// from the newest instant) and writes the new event's word in the newest
+// chunk: it reads no chunk at all.
 type Log struct {
-	head, tail *logChunk // nil when empty; head == &oneEvent when the log is its one event (tail nil)
+	tail *logChunk // the newest event's chunk; nil when empty, &oneEvent for a log of one event
 	// sum is the total cost of the events, kept by every method that
 	// changes them, so that the usage takes the costs of the events that
 	// have left the window off it instead of adding up the live ones.
 	sum    int64
-	oldest int64 // the oldest event's instant, when there is one
+	oldest int64  // the oldest event's instant, when there is one
+	meta   uint64 // chunked: the words used in tail, the wide bit and (packed) the newest instant less oldest
 }
 
 // Event is one recorded cost.
@@ -35,74 +41,90 @@ type Event struct {
 	Cost int64
 }
 
-// logChunk holds events lo..hi-1 of a log in w, oldest first. Packed, each
-// event is one word: its instant's distance from base in the high
-// deltaBits bits and its cost in the low costBits bits. Wide, each event is
-// two words: its instant and its cost. A chunk takes the form of its first
-// event; the next event that does not fit it (a cost of 2^20 or more in a
-// packed chunk, an instant 2^44 µs past base) starts a new chunk.
-//
-// 128 bytes: a 64-byte line holds the header and the first five words.
+// logChunk holds words lo..chunkWords-1 of a log's events, or lo..count-1
+// in the log's tail chunk. Every chunk but the tail is full; the oldest
+// live event is at lo of the chunk after the tail (skipping a free chunk).
 type logChunk struct {
-	next   *logChunk // the next newer chunk; after the tail, a free chunk or nil
-	base   int64
-	lo, hi uint8
-	wide   bool
-	w      [chunkWords]uint64
+	next *logChunk // the next newer chunk; after the tail, the oldest chunk, or a free one before it
+	lo   int64     // the first live word (the oldest chunk), freeChunk when free
+	w    [chunkWords]uint64
 }
 
 const (
-	chunkWords = 13
+	chunkWords = 14
+	freeChunk  = -1
 	costBits   = 20
 	deltaBits  = 64 - costBits
 	costMask   = 1<<costBits - 1
 	maxDelta   = 1<<deltaBits - 1
+
+	countMask = 1<<4 - 1 // meta: the words used in the tail chunk
+	wideBit   = 1 << 4   // meta: two words per event
+	spanShift = 8        // meta: packed, the newest instant less the oldest, in the bits above
+	maxSpan   = 1<<(64-spanShift) - 1
+
 	// maxLogChunks bounds the walks through a log's chunks, for a reader
 	// without the store's lock (memstore's peek), which may follow links
 	// while a check changes them and discards what it read: a real log
-	// has fewer (it would hold over two billion events).
+	// has fewer (it would hold over two hundred million events).
 	maxLogChunks = 1 << 24
 )
 
 // oneEvent marks a log of one event, kept in the Log itself.
 var oneEvent logChunk
 
+func (s *Log) count() int     { return int(s.meta & countMask) }
+func (s *Log) wide() bool     { return s.meta&wideBit != 0 }
+func (s *Log) span() int64    { return int64(s.meta >> spanShift) }
+func (s *Log) setCount(n int) { s.meta = s.meta&^countMask | uint64(n) }
+
+// head returns the oldest chunk of a chunked log.
+func (s *Log) head() *logChunk {
+	h := s.tail.next
+	if h != nil && h.lo == freeChunk {
+		h = h.next
+	}
+	return h
+}
+
 // logIter walks a log's events from the oldest. Its reads are bounded
-// whatever the chunks hold (see logChunk.span and maxLogChunks), so a
-// reader without the store's lock can never index past a chunk or walk
-// without end (TestLogEvalAnyChunks).
+// whatever the chunks and the Log hold (indexes are clamped to a chunk,
+// walks to maxLogChunks links), so a reader without the store's lock can
+// never index past a chunk or walk without end (TestLogEvalAnyChunks).
 type logIter struct {
 	c, tail  *logChunk
-	i, hi    int
+	i, end   int
+	count    int
 	wide     bool
-	base     int64
+	first    bool // the next event is the oldest: its instant is the Log's
+	one      bool // the log is one event, not yet read
 	steps    int
 	at, cost int64
-	one      bool // the log is one event, not yet read
 }
 
 func (s *Log) iter() logIter {
-	switch s.head {
+	switch s.tail {
 	case nil:
 		return logIter{}
 	case &oneEvent:
 		return logIter{one: true, at: s.oldest, cost: s.sum}
 	}
-	it := logIter{c: s.head, tail: s.tail}
-	it.load()
+	it := logIter{tail: s.tail, count: min(s.count(), chunkWords), wide: s.wide(), first: true, at: s.oldest}
+	if it.c = s.head(); it.c != nil {
+		it.load()
+	}
 	return it
 }
 
-// span returns a chunk's events as word indexes, within w whatever the
-// header holds.
-func (c *logChunk) span() (lo, hi int) {
-	lo, hi = int(c.lo), min(int(c.hi), chunkWords)
-	return lo, hi
-}
-
 func (it *logIter) load() {
-	it.i, it.hi = it.c.span()
-	it.wide, it.base = it.c.wide, it.c.base
+	it.end = chunkWords
+	if it.c == it.tail {
+		it.end = it.count
+	}
+	it.i = it.end
+	if lo := it.c.lo; lo >= 0 && lo < int64(it.end) {
+		it.i = int(lo)
+	}
 }
 
 // next moves to the next event (at, cost), reporting whether there is one.
@@ -113,14 +135,18 @@ func (it *logIter) next() bool {
 	}
 	for it.c != nil {
 		if it.wide {
-			if it.i+1 < it.hi {
+			if it.i+1 < it.end {
 				it.at, it.cost = int64(it.c.w[it.i]), int64(it.c.w[it.i+1])
 				it.i += 2
 				return true
 			}
-		} else if it.i < it.hi {
+		} else if it.i < it.end {
 			x := it.c.w[it.i]
-			it.at, it.cost = it.base+int64(x>>costBits), int64(x&costMask)
+			if !it.first {
+				it.at += int64(x >> costBits)
+			}
+			it.first = false
+			it.cost = int64(x & costMask)
 			it.i++
 			return true
 		}
@@ -136,32 +162,42 @@ func (it *logIter) next() bool {
 	return false
 }
 
-// newest returns the newest event; ok is false when the log is empty.
-func (s *Log) newest() (at, cost int64, ok bool) {
-	switch s.head {
-	case nil:
-		return 0, 0, false
-	case &oneEvent:
-		return s.oldest, s.sum, true
+// newestAt returns the newest event's instant; ok is false when the log
+// is empty. Packed, it reads no chunk.
+func (s *Log) newestAt() (at int64, ok bool) {
+	switch {
+	case s.tail == nil:
+		return 0, false
+	case s.tail == &oneEvent || !s.wide():
+		return s.oldest + s.span(), true
 	}
-	t := s.tail
-	lo, hi := t.span()
-	if t.wide {
-		if hi-2 >= lo && hi >= 2 {
-			return int64(t.w[hi-2]), int64(t.w[hi-1]), true
-		}
-	} else if hi-1 >= lo && hi >= 1 {
-		x := t.w[hi-1]
-		return t.base + int64(x>>costBits), int64(x & costMask), true
+	if n := min(s.count(), chunkWords); n >= 2 {
+		return int64(s.tail.w[n-2]), true
 	}
-	return 0, 0, false // an empty tail: only in a torn read
+	return 0, false // an empty tail: only in a torn read
+}
+
+// newestCost returns the newest event's cost, of a log that has one.
+func (s *Log) newestCost() int64 {
+	if s.tail == &oneEvent {
+		return s.sum
+	}
+	return int64(s.tail.w[s.count()-1] & s.costMask())
+}
+
+// costMask is the mask of a cost in the log's words.
+func (s *Log) costMask() uint64 {
+	if s.wide() {
+		return ^uint64(0)
+	}
+	return costMask
 }
 
 // used returns the cost of the events in (now − W, now]: sum, less the
 // events that have left, found from the oldest.
 func (s *Log) used(p Params, now int64) int64 {
 	used := s.sum
-	if s.head == nil || s.oldest > now-p.Window {
+	if s.tail == nil || s.oldest > now-p.Window {
 		return used
 	}
 	for it := s.iter(); it.next() && it.at <= now-p.Window; {
@@ -197,7 +233,7 @@ func (s *Log) retryAfter(p Params, now int64, used, cost int64) int64 {
 }
 
 func (s *Log) resetAfter(p Params, now int64) int64 {
-	at, _, ok := s.newest()
+	at, ok := s.newestAt()
 	if !ok {
 		return 0
 	}
@@ -214,164 +250,188 @@ func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
 // add records cost at now, first dropping the events that have left the
 // window; used is the cost of the others.
 func (s *Log) add(p Params, now, used, cost int64) {
-	if s.head != nil && s.oldest <= now-p.Window {
+	if s.tail != nil && s.oldest <= now-p.Window {
 		s.drop(now - p.Window)
 	}
 	// A clock behind the newest event (at > now): keep the log ordered by
 	// recording at the newest instant, which leaves the window last.
-	if at, c, ok := s.newest(); ok && at >= now {
-		s.setLast(at, c+cost)
+	if at, ok := s.newestAt(); ok && at >= now {
+		s.setLast(s.newestCost() + cost)
 	} else {
 		s.push(now, cost)
 	}
 	s.sum = used + cost
 }
 
-// drop removes the events at or before horizon, taking their costs off sum.
+// drop removes the events at or before horizon, taking their costs off
+// sum. Chunks emptied leave the ring, but for one kept as the next to fill.
 func (s *Log) drop(horizon int64) {
-	if s.head == &oneEvent {
+	if s.tail == &oneEvent {
 		if s.oldest <= horizon {
 			*s = Log{}
 		}
 		return
 	}
-	for c := s.head; c != nil; {
-		for c.lo < c.hi {
-			var at, cost int64
-			if c.wide {
-				at, cost = int64(c.w[c.lo]), int64(c.w[c.lo+1])
+	wide, newest := s.wide(), s.oldest+s.span()
+	at, first := s.oldest, true
+	for c := s.head(); ; {
+		end := chunkWords
+		if c == s.tail {
+			end = s.count()
+		}
+		for i := int(c.lo); i < end; {
+			var cost int64
+			if wide {
+				at, cost = int64(c.w[i]), int64(c.w[i+1])
 			} else {
-				x := c.w[c.lo]
-				at, cost = c.base+int64(x>>costBits), int64(x&costMask)
+				x := c.w[i]
+				if !first {
+					at += int64(x >> costBits)
+				}
+				cost = int64(x & costMask)
 			}
+			first = false
 			if at > horizon {
-				s.oldest = at
+				c.lo, s.oldest = int64(i), at
+				if !wide {
+					s.meta = uint64(newest-at)<<spanShift | s.meta&(1<<spanShift-1)
+				}
 				return
 			}
 			s.sum -= cost
-			if c.wide {
-				c.lo += 2
+			if wide {
+				i += 2
 			} else {
-				c.lo++
+				i++
 			}
 		}
 		if c == s.tail {
 			*s = Log{} // every event left
 			return
 		}
-		// The emptied head is kept as the chunk the tail fills next,
-		// unless one is kept already.
-		s.head = c.next
-		c.next = nil
-		if s.tail.next == nil {
-			s.tail.next = c
+		next := c.next
+		if f := s.tail.next; f != c {
+			f.next = next // a free chunk is kept already: c leaves
+		} else {
+			c.lo = freeChunk // c stays after the tail, the next to fill
 		}
-		c = s.head
+		c = next
 	}
 }
 
 // push appends an event after the newest (at is later than it). The
 // caller sets sum after it.
 func (s *Log) push(at, cost int64) {
-	switch s.head {
+	switch s.tail {
 	case nil:
-		s.head, s.oldest = &oneEvent, at
+		s.tail, s.oldest, s.meta = &oneEvent, at, 0
 		return
 	case &oneEvent:
-		// The second event: the log takes a chunk, which the first
-		// event's cost (sum, for now) and instant go into.
+		// The second event: the log takes a chunk, and the first event
+		// (its cost is sum, for now) goes into it.
 		c := new(logChunk)
-		c.put(s.oldest, s.sum)
-		s.head, s.tail = c, c
-	}
-	if !s.tail.put(at, cost) {
-		c := s.tail.next
-		if c == nil {
-			c = new(logChunk)
+		c.next = c
+		s.tail, s.meta = c, 0
+		if uint64(s.sum) > costMask {
+			s.meta = wideBit
+			s.put(uint64(s.oldest), uint64(s.sum))
 		} else {
-			*c = logChunk{}
+			s.put(uint64(s.sum))
 		}
-		c.put(at, cost)
-		s.tail.next, s.tail = c, c
+	}
+	if !s.wide() {
+		d, span := at-(s.oldest+s.span()), at-s.oldest
+		if uint64(cost) <= costMask && uint64(d) <= maxDelta && uint64(span) <= maxSpan {
+			s.put(uint64(d)<<costBits | uint64(cost))
+			s.meta = uint64(span)<<spanShift | s.meta&(1<<spanShift-1)
+			return
+		}
+		s.widen()
+	}
+	s.put(uint64(at), uint64(cost))
+}
+
+// put appends one event's words to the tail chunk, or to the next one
+// when they do not fit.
+func (s *Log) put(words ...uint64) {
+	n := s.count()
+	if n+len(words) > chunkWords {
+		f := s.tail.next
+		if f.lo == freeChunk {
+			f.lo = 0
+		} else {
+			f = &logChunk{next: f}
+			s.tail.next = f
+		}
+		s.tail, n = f, 0
+	}
+	copy(s.tail.w[n:], words)
+	s.setCount(n + len(words))
+}
+
+// widen turns a chunked packed log wide: its events are copied into new
+// chunks of two words per event (rare: it allocates).
+func (s *Log) widen() {
+	ev, sum := s.Events(), s.sum
+	c := new(logChunk)
+	c.next = c
+	*s = Log{tail: c, sum: sum, oldest: ev[0].At, meta: wideBit}
+	for _, e := range ev {
+		s.put(uint64(e.At), uint64(e.Cost))
 	}
 }
 
-// put appends an event to c if it has room and the event fits its form,
-// reporting whether it did. An empty chunk takes the event's form.
-func (c *logChunk) put(at, cost int64) bool {
-	if c.lo == c.hi {
-		c.lo, c.hi = 0, 0
-		c.wide = uint64(cost) > costMask
-		c.base = at
-	}
-	if c.wide {
-		if int(c.hi)+2 > chunkWords {
-			return false
-		}
-		c.w[c.hi], c.w[c.hi+1] = uint64(at), uint64(cost)
-		c.hi += 2
-		return true
-	}
-	d := uint64(at - c.base)
-	if int(c.hi) >= chunkWords || uint64(cost) > costMask || d > maxDelta {
-		return false
-	}
-	c.w[c.hi] = d<<costBits | uint64(cost)
-	c.hi++
-	return true
-}
-
-// setLast sets the newest event's cost (its instant stays at). The
-// caller sets sum after it.
-func (s *Log) setLast(at, cost int64) {
-	if s.head == &oneEvent {
+// setLast sets the newest event's cost. The caller sets sum after it.
+func (s *Log) setLast(cost int64) {
+	switch {
+	case s.tail == &oneEvent:
 		return // its cost is sum
+	case !s.wide() && uint64(cost) > costMask:
+		s.widen()
 	}
-	t := s.tail
-	if t.wide {
-		t.w[t.hi-1] = uint64(cost)
+	n := s.count()
+	if s.wide() {
+		s.tail.w[n-1] = uint64(cost)
 		return
 	}
-	if uint64(cost) <= costMask {
-		t.w[t.hi-1] = uint64(at-t.base)<<costBits | uint64(cost)
-		return
-	}
-	// Too large for a packed word: the event moves to a wide chunk.
-	s.pop()
-	s.push(at, cost)
+	s.tail.w[n-1] = s.tail.w[n-1]&^costMask | uint64(cost)
 }
 
-// pop removes the newest event. The caller sets sum after it; a log left
-// with no event is reset.
+// pop removes the newest event. The caller sets sum after it.
 func (s *Log) pop() {
-	switch s.head {
-	case nil:
-		return
-	case &oneEvent:
+	if s.tail == nil || s.tail == &oneEvent {
 		*s = Log{}
 		return
 	}
-	t := s.tail
-	if t.wide {
-		t.hi -= 2
-	} else {
-		t.hi--
+	t, n, k := s.tail, s.count(), 1
+	if s.wide() {
+		k = 2
 	}
-	if t.lo < t.hi {
+	h := s.head()
+	if h == t && int(t.lo)+k == n {
+		*s = Log{} // it was the only event
 		return
 	}
-	if s.head == t {
-		*s = Log{}
+	if !s.wide() {
+		d := int64(t.w[n-1] >> costBits)
+		s.meta = uint64(s.span()-d)<<spanShift | s.meta&(1<<spanShift-1)
+	}
+	if n -= k; n > 0 {
+		s.setCount(n)
 		return
 	}
-	// The tail emptied: the chunk before it becomes the tail, the emptied
-	// one its free chunk.
-	c := s.head
-	for c.next != t {
-		c = c.next
+	// The tail emptied: the chunk before it (full) becomes the tail, the
+	// emptied one the next to fill.
+	prev := h
+	for prev.next != t {
+		prev = prev.next
 	}
-	t.next = nil
-	s.tail = c
+	if f := t.next; f.lo == freeChunk {
+		t.next = f.next // keep one free chunk
+	}
+	t.lo = freeChunk
+	s.tail = prev
+	s.setCount(chunkWords)
 }
 
 // Check is Decide for one hit on s, fused: Eval, then Record when the hit
@@ -395,12 +455,9 @@ func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
 // Events returns a copy of the log's events, oldest first (tests and
 // diagnostics: it allocates).
 func (s *Log) Events() []Event {
-	var out []Event
+	out := []Event{}
 	for it := s.iter(); it.next(); {
 		out = append(out, Event{At: it.at, Cost: it.cost})
-	}
-	if out == nil {
-		out = []Event{}
 	}
 	return out
 }

@@ -182,25 +182,20 @@ func TestLogIsRefLog(t *testing.T) {
 					run, i, p, now, cost, got, want, s.Events(), s.sum, ref.Events, ref.sum)
 			}
 			switch {
-			case s.head == nil:
-			case s.head == &oneEvent:
+			case s.tail == nil:
+			case s.tail == &oneEvent:
 				forms["one"]++
 			default:
-				if s.head != s.tail {
+				if s.wide() {
+					forms["wide"]++
+				} else {
+					forms["packed"]++
+				}
+				if s.head() != s.tail {
 					forms["chained"]++
 				}
-				if s.tail.next != nil {
+				if s.tail.next.lo == freeChunk {
 					forms["spare"]++
-				}
-				for c := s.head; ; c = c.next {
-					if c.wide {
-						forms["wide"]++
-					} else {
-						forms["packed"]++
-					}
-					if c == s.tail {
-						break
-					}
 				}
 			}
 		}
@@ -221,9 +216,9 @@ func TestLogEvalAnyChunks(t *testing.T) {
 	for i := range 20_000 {
 		chunks := make([]*logChunk, 1+rng.IntN(5))
 		for j := range chunks {
-			c := &logChunk{base: rng.Int64(), lo: uint8(rng.Uint32()), hi: uint8(rng.Uint32()), wide: rng.IntN(2) == 0}
+			c := &logChunk{lo: rng.Int64()}
 			if rng.IntN(2) == 0 {
-				c.lo, c.hi = uint8(rng.IntN(chunkWords+2)), uint8(rng.IntN(chunkWords+2))
+				c.lo = int64(rng.IntN(chunkWords+3)) - 1
 			}
 			for k := range c.w {
 				c.w[k] = rng.Uint64()
@@ -235,13 +230,62 @@ func TestLogEvalAnyChunks(t *testing.T) {
 			case j+1 < len(chunks):
 				c.next = chunks[j+1]
 			case i%2000 == 0:
-				c.next = chunks[0] // a cycle
+				c.next = chunks[len(chunks)-1] // a cycle the tail may not be on
+			case i%2 == 0:
+				c.next = nil
+			default:
+				c.next = chunks[0] // a ring
 			}
 		}
-		s := Log{head: chunks[0], tail: chunks[rng.IntN(len(chunks))], sum: rng.Int64(), oldest: rng.Int64()}
-		if rng.IntN(4) == 0 {
+		s := Log{tail: chunks[rng.IntN(len(chunks))], sum: rng.Int64(), oldest: rng.Int64(), meta: rng.Uint64()}
+		switch rng.IntN(8) {
+		case 0:
 			s.tail = &logChunk{} // a tail the chain never reaches
+		case 1:
+			s.tail = &oneEvent
 		}
 		s.Eval(Params{Rate: 1 + rng.Int64N(100), Window: 1 + rng.Int64N(1<<40)}, rng.Int64(), rng.Int64N(10))
+	}
+}
+
+// TestLogRefundEmptiesChunks refunds a log's events one by one, newest
+// first, across its chunks (the tail chunk emptying moves the tail back
+// and keeps one free chunk), after older events have left (so a free chunk
+// is kept already), checking the events against refLog at every step.
+func TestLogRefundEmptiesChunks(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		p := Params{Rate: 1 << 30, Window: 1000}
+		var s Log
+		var ref refLog
+		cost, perChunk := int64(1), chunkWords
+		if wide {
+			cost, perChunk = 1<<21, chunkWords/2
+		}
+		now := int64(1_000_000)
+		for range 5*perChunk - 1 {
+			now += 10
+			s.Record(p, now, cost)
+			ref.Record(p, now, cost)
+		}
+		now = 1_000_000 + p.Window + 10*int64(perChunk) + 5 // the oldest chunk's events leave
+		s.Record(p, now, cost)
+		ref.Record(p, now, cost)
+		if s.tail.next.lo != freeChunk {
+			t.Fatalf("wide %v: no free chunk after the first left", wide)
+		}
+		for n := len(ref.Events); n > 0; n-- {
+			at := ref.Events[n-1].At
+			s.Refund(p, at, cost)
+			ref.Refund(p, at, cost)
+			if s.sum != ref.sum || !slices.Equal(s.Events(), ref.Events) {
+				t.Fatalf("wide %v, %d events left: %+v sum %d, want %+v sum %d", wide, n-1, s.Events(), s.sum, ref.Events, ref.sum)
+			}
+			if r, want := s.Eval(p, now, 1), ref.Eval(p, now, 1); r != want {
+				t.Fatalf("wide %v, %d events left: Eval %+v, want %+v", wide, n-1, r, want)
+			}
+		}
+		if s != (Log{}) {
+			t.Fatalf("wide %v: emptied log %+v, want the zero Log", wide, s)
+		}
 	}
 }

@@ -66,15 +66,15 @@ func (s *Buckets) Refund(p Params, at, cost int64) {
 // Refund implements Refunder: it takes cost from the newest event, where
 // Record put it, and drops the event when nothing is left of it.
 func (s *Log) Refund(p Params, at, cost int64) {
-	last, c, ok := s.newest()
+	last, ok := s.newestAt()
 	if !ok || last < at {
 		return
 	}
-	if c <= cost {
+	if c := s.newestCost(); c <= cost {
 		s.sum -= c
 		s.pop()
 	} else {
-		s.setLast(last, c-cost)
+		s.setLast(c - cost)
 		s.sum -= cost
 	}
 }
