@@ -196,10 +196,15 @@ func (s *Log) costMask() uint64 {
 // used returns the cost of the events in (now − W, now]: sum, less the
 // events that have left, found from the oldest.
 func (s *Log) used(p Params, now int64) int64 {
-	used := s.sum
 	if s.tail == nil || s.oldest > now-p.Window {
-		return used
+		return s.sum
 	}
+	return s.usedLeft(p, now)
+}
+
+// usedLeft is used when some events have left.
+func (s *Log) usedLeft(p Params, now int64) int64 {
+	used := s.sum
 	for it := s.iter(); it.next() && it.at <= now-p.Window; {
 		used -= it.cost
 	}
@@ -334,39 +339,54 @@ func (s *Log) push(at, cost int64) {
 		s.tail, s.meta = c, 0
 		if uint64(s.sum) > costMask {
 			s.meta = wideBit
-			s.put(uint64(s.oldest), uint64(s.sum))
+			s.put2(uint64(s.oldest), uint64(s.sum))
 		} else {
-			s.put(uint64(s.sum))
+			s.put1(uint64(s.sum))
 		}
 	}
 	if !s.wide() {
 		d, span := at-(s.oldest+s.span()), at-s.oldest
 		if uint64(cost) <= costMask && uint64(d) <= maxDelta && uint64(span) <= maxSpan {
-			s.put(uint64(d)<<costBits | uint64(cost))
+			s.put1(uint64(d)<<costBits | uint64(cost))
 			s.meta = uint64(span)<<spanShift | s.meta&(1<<spanShift-1)
 			return
 		}
 		s.widen()
 	}
-	s.put(uint64(at), uint64(cost))
+	s.put2(uint64(at), uint64(cost))
 }
 
-// put appends one event's words to the tail chunk, or to the next one
-// when they do not fit.
-func (s *Log) put(words ...uint64) {
+// put1 appends a packed event's word, put2 a wide event's words, to the
+// tail chunk, or to the next one when they do not fit.
+func (s *Log) put1(x uint64) {
+	n := s.room(1)
+	s.tail.w[n] = x
+	s.setCount(n + 1)
+}
+
+func (s *Log) put2(at, cost uint64) {
+	n := s.room(2)
+	s.tail.w[n], s.tail.w[n+1] = at, cost
+	s.setCount(n + 2)
+}
+
+// room returns where in the tail chunk k more words go: after its words,
+// or at the start of the next chunk (the free one, or a new one linked
+// after the tail) when they do not fit.
+func (s *Log) room(k int) int {
 	n := s.count()
-	if n+len(words) > chunkWords {
-		f := s.tail.next
-		if f.lo == freeChunk {
-			f.lo = 0
-		} else {
-			f = &logChunk{next: f}
-			s.tail.next = f
-		}
-		s.tail, n = f, 0
+	if n+k <= chunkWords {
+		return n
 	}
-	copy(s.tail.w[n:], words)
-	s.setCount(n + len(words))
+	f := s.tail.next
+	if f.lo == freeChunk {
+		f.lo = 0
+	} else {
+		f = &logChunk{next: f}
+		s.tail.next = f
+	}
+	s.tail = f
+	return 0
 }
 
 // widen turns a chunked packed log wide: its events are copied into new
@@ -377,7 +397,7 @@ func (s *Log) widen() {
 	c.next = c
 	*s = Log{tail: c, sum: sum, oldest: ev[0].At, meta: wideBit}
 	for _, e := range ev {
-		s.put(uint64(e.At), uint64(e.Cost))
+		s.put2(uint64(e.At), uint64(e.Cost))
 	}
 }
 
