@@ -102,18 +102,19 @@ type logIter struct {
 	at, cost int64
 }
 
-func (s *Log) iter() logIter {
+// start sets it before the oldest event of s.
+func (it *logIter) start(s *Log) {
 	switch s.tail {
 	case nil:
-		return logIter{}
+		return
 	case &oneEvent:
-		return logIter{one: true, at: s.oldest, cost: s.sum}
+		it.one, it.at, it.cost = true, s.oldest, s.sum
+		return
 	}
-	it := logIter{tail: s.tail, count: min(s.count(), chunkWords), wide: s.wide(), first: true, at: s.oldest}
+	it.tail, it.count, it.wide, it.first, it.at = s.tail, min(s.count(), chunkWords), s.wide(), true, s.oldest
 	if it.c = s.head(); it.c != nil {
 		it.load()
 	}
-	return it
 }
 
 func (it *logIter) load() {
@@ -205,7 +206,8 @@ func (s *Log) used(p Params, now int64) int64 {
 // usedLeft is used when some events have left.
 func (s *Log) usedLeft(p Params, now int64) int64 {
 	used := s.sum
-	for it := s.iter(); it.next() && it.at <= now-p.Window; {
+	var it logIter
+	for it.start(s); it.next() && it.at <= now-p.Window; {
 		used -= it.cost
 	}
 	return used
@@ -225,7 +227,8 @@ func (s *Log) Eval(p Params, now, cost int64) Result {
 // events in the window. The cost fits once enough of the oldest events
 // have left: event i leaves (now − W, now] when now reaches At + W.
 func (s *Log) retryAfter(p Params, now int64, used, cost int64) int64 {
-	for it := s.iter(); it.next(); {
+	var it logIter
+	for it.start(s); it.next(); {
 		if it.at <= now-p.Window {
 			continue // left already: not in used
 		}
@@ -476,7 +479,8 @@ func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
 // diagnostics: it allocates).
 func (s *Log) Events() []Event {
 	out := []Event{}
-	for it := s.iter(); it.next(); {
+	var it logIter
+	for it.start(s); it.next(); {
 		out = append(out, Event{At: it.at, Cost: it.cost})
 	}
 	return out
