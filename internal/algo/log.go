@@ -41,18 +41,17 @@ type Event struct {
 	Cost int64
 }
 
-// logChunk holds words lo..chunkWords-1 of a log's events, or lo..count-1
-// in the log's tail chunk. Every chunk but the tail is full; the oldest
-// live event is at lo of the chunk after the tail (skipping a free chunk).
+// logChunk holds a log's event words: w[lo:] in the oldest chunk (lo is
+// in the Log's meta), w[:count] in the tail, all of w in the others (every
+// chunk but the tail is full). The oldest chunk is the tail's next, or its
+// next's when the Log keeps a free chunk there.
 type logChunk struct {
-	next *logChunk // the next newer chunk; after the tail, the oldest chunk, or a free one before it
-	lo   int64     // the first live word (the oldest chunk), freeChunk when free
+	next *logChunk // the next newer chunk; after the tail, the oldest chunk or the free one
 	w    [chunkWords]uint64
 }
 
 const (
 	chunkWords = 14
-	freeChunk  = -1
 	costBits   = 20
 	deltaBits  = 64 - costBits
 	costMask   = 1<<costBits - 1
@@ -60,8 +59,11 @@ const (
 
 	countMask = 1<<4 - 1 // meta: the words used in the tail chunk
 	wideBit   = 1 << 4   // meta: two words per event
-	spanShift = 8        // meta: packed, the newest instant less the oldest, in the bits above
-	maxSpan   = 1<<(64-spanShift) - 1
+	freeBit   = 1 << 5   // meta: the tail's next is a free chunk, the next to fill
+	loShift   = 6        // meta: the oldest event's word in the oldest chunk, 4 bits
+	loMask    = 15 << loShift
+	spanShift = 12                    // meta: packed, the newest instant less the oldest, in the bits above
+	maxSpan   = 1<<(64-spanShift) - 1 // over sluice.MaxWindow: a log's events span less than its window
 
 	// maxLogChunks bounds the walks through a log's chunks, for a reader
 	// without the store's lock (memstore's peek), which may follow links
@@ -73,15 +75,18 @@ const (
 // oneEvent marks a log of one event, kept in the Log itself.
 var oneEvent logChunk
 
-func (s *Log) count() int     { return int(s.meta & countMask) }
-func (s *Log) wide() bool     { return s.meta&wideBit != 0 }
-func (s *Log) span() int64    { return int64(s.meta >> spanShift) }
-func (s *Log) setCount(n int) { s.meta = s.meta&^countMask | uint64(n) }
+func (s *Log) count() int      { return int(s.meta & countMask) }
+func (s *Log) wide() bool      { return s.meta&wideBit != 0 }
+func (s *Log) span() int64     { return int64(s.meta >> spanShift) }
+func (s *Log) lo() int         { return int(s.meta&loMask) >> loShift }
+func (s *Log) setLo(i int)     { s.meta = s.meta&^loMask | uint64(i)<<loShift }
+func (s *Log) setSpan(d int64) { s.meta = uint64(d)<<spanShift | s.meta&(1<<spanShift-1) }
+func (s *Log) setCount(n int)  { s.meta = s.meta&^countMask | uint64(n) }
 
 // head returns the oldest chunk of a chunked log.
 func (s *Log) head() *logChunk {
 	h := s.tail.next
-	if h != nil && h.lo == freeChunk {
+	if s.meta&freeBit != 0 && h != nil {
 		h = h.next
 	}
 	return h
@@ -113,19 +118,17 @@ func (it *logIter) start(s *Log) {
 	}
 	it.tail, it.count, it.wide, it.first, it.at = s.tail, min(s.count(), chunkWords), s.wide(), true, s.oldest
 	if it.c = s.head(); it.c != nil {
-		it.load()
+		it.load(s.lo())
 	}
 }
 
-func (it *logIter) load() {
+// load starts on chunk c at word lo.
+func (it *logIter) load(lo int) {
 	it.end = chunkWords
 	if it.c == it.tail {
 		it.end = it.count
 	}
-	it.i = it.end
-	if lo := it.c.lo; lo >= 0 && lo < int64(it.end) {
-		it.i = int(lo)
-	}
+	it.i = min(lo, it.end)
 }
 
 // next moves to the next event (at, cost), reporting whether there is one.
@@ -156,7 +159,7 @@ func (it *logIter) next() bool {
 		}
 		it.steps++
 		if it.c = it.c.next; it.c != nil {
-			it.load()
+			it.load(0)
 		}
 	}
 	it.c = nil
@@ -282,12 +285,12 @@ func (s *Log) drop(horizon int64) {
 	}
 	wide, newest := s.wide(), s.oldest+s.span()
 	at, first := s.oldest, true
-	for c := s.head(); ; {
+	for c, lo := s.head(), s.lo(); ; lo = 0 {
 		end := chunkWords
 		if c == s.tail {
 			end = s.count()
 		}
-		for i := int(c.lo); i < end; {
+		for i := lo; i < end; {
 			var cost int64
 			if wide {
 				at, cost = int64(c.w[i]), int64(c.w[i+1])
@@ -300,9 +303,10 @@ func (s *Log) drop(horizon int64) {
 			}
 			first = false
 			if at > horizon {
-				c.lo, s.oldest = int64(i), at
+				s.oldest = at
+				s.setLo(i)
 				if !wide {
-					s.meta = uint64(newest-at)<<spanShift | s.meta&(1<<spanShift-1)
+					s.setSpan(newest - at)
 				}
 				return
 			}
@@ -318,10 +322,10 @@ func (s *Log) drop(horizon int64) {
 			return
 		}
 		next := c.next
-		if f := s.tail.next; f != c {
-			f.next = next // a free chunk is kept already: c leaves
+		if s.meta&freeBit != 0 {
+			s.tail.next.next = next // a free chunk is kept already: c leaves
 		} else {
-			c.lo = freeChunk // c stays after the tail, the next to fill
+			s.meta |= freeBit // c stays after the tail, the next to fill
 		}
 		c = next
 	}
@@ -351,7 +355,7 @@ func (s *Log) push(at, cost int64) {
 		d, span := at-(s.oldest+s.span()), at-s.oldest
 		if uint64(cost) <= costMask && uint64(d) <= maxDelta && uint64(span) <= maxSpan {
 			s.put1(uint64(d)<<costBits | uint64(cost))
-			s.meta = uint64(span)<<spanShift | s.meta&(1<<spanShift-1)
+			s.setSpan(span)
 			return
 		}
 		s.widen()
@@ -382,8 +386,8 @@ func (s *Log) room(k int) int {
 		return n
 	}
 	f := s.tail.next
-	if f.lo == freeChunk {
-		f.lo = 0
+	if s.meta&freeBit != 0 {
+		s.meta &^= freeBit
 	} else {
 		f = &logChunk{next: f}
 		s.tail.next = f
@@ -431,13 +435,12 @@ func (s *Log) pop() {
 		k = 2
 	}
 	h := s.head()
-	if h == t && int(t.lo)+k == n {
+	if h == t && s.lo()+k == n {
 		*s = Log{} // it was the only event
 		return
 	}
 	if !s.wide() {
-		d := int64(t.w[n-1] >> costBits)
-		s.meta = uint64(s.span()-d)<<spanShift | s.meta&(1<<spanShift-1)
+		s.setSpan(s.span() - int64(t.w[n-1]>>costBits))
 	}
 	if n -= k; n > 0 {
 		s.setCount(n)
@@ -449,10 +452,10 @@ func (s *Log) pop() {
 	for prev.next != t {
 		prev = prev.next
 	}
-	if f := t.next; f.lo == freeChunk {
-		t.next = f.next // keep one free chunk
+	if s.meta&freeBit != 0 {
+		t.next = t.next.next // keep one free chunk
 	}
-	t.lo = freeChunk
+	s.meta |= freeBit
 	s.tail = prev
 	s.setCount(chunkWords)
 }
