@@ -230,6 +230,21 @@ func (s *Log) Eval(p Params, now, cost int64) Result {
 // events in the window. The cost fits once enough of the oldest events
 // have left: event i leaves (now − W, now] when now reaches At + W.
 func (s *Log) retryAfter(p Params, now int64, used, cost int64) int64 {
+	// The usual denial first: nothing has left, and the cost fits once
+	// the oldest event leaves.
+	if s.tail != nil && s.oldest > now-p.Window && !s.wide() {
+		c := s.sum
+		if s.tail != &oneEvent {
+			h, lo := s.head(), s.lo()
+			if h == nil || lo >= chunkWords {
+				return 0 // only in a torn read
+			}
+			c = int64(h.w[lo] & costMask)
+		}
+		if used-c+cost <= p.Rate {
+			return s.oldest + p.Window - now
+		}
+	}
 	var it logIter
 	for it.start(s); it.next(); {
 		if it.at <= now-p.Window {
