@@ -85,8 +85,10 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 			return e, seq, false
 		}
 	case codeLog:
-		// The events are read in place: their header is vouched for
-		// before Eval reads them, and the result after.
+		// The events are read in place: the Log (tail chunk, word
+		// count, instants) is vouched for before Eval reads them, its
+		// walks are bounded whatever the chunks hold
+		// (TestLogEvalAnyChunks), and the result is vouched for after.
 		st := *e.logState()
 		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, false

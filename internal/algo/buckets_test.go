@@ -178,7 +178,7 @@ func TestLogSumIsEvents(t *testing.T) {
 					want += ev.Cost
 				}
 			}
-			if _, used := s.live(s.ev.view(), p, probe); used != want {
+			if used := s.used(p, probe); used != want {
 				t.Fatalf("op %d: usage at %d is %d, live events add up to %d", i, probe, used, want)
 			}
 		}

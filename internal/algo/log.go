@@ -1,23 +1,38 @@
 package algo
 
-import "math"
-
 // Log is the exact sliding log: every recorded event with its cost, oldest
 // first. Used is the sum of the costs of the events in (now − W, now].
 // Events recorded at the same microsecond share one entry, so a log holds at
 // most Rate entries plus those a shadow limit records beyond it.
 //
-// The events are packed into words (see logWords): one 8-byte word per
-// event, after one word of base time, as long as every event lies within
-// about 203 days of the base and costs under 2^20; otherwise two words per
-// event. The packing changes how the events are kept, never which: every
-// method reads back the same instants and costs (TestLogIsRefLog).
+// A log of one event keeps it in the Log itself (its instant in oldest, its
+// cost in sum): no memory of its own. Longer logs keep their events in
+// chunks of 128 bytes (logChunk) linked in a ring, oldest first. Packed,
+// one 8-byte word per event: its distance from the event before it in the
+// high deltaBits bits, its cost in the low costBits bits; the Log keeps
+// the oldest instant and the newest one's distance from it, so the
+// instants follow from the oldest. A log turns wide, two words per event
+// (instant and cost), when an event does not fit a word (a cost of 2^20
+// or more, which only shadow limits reach, or 2^44 µs after the event
+// before it) until it empties. The form changes how the events are kept,
+// never which: every method reads back the same instants and costs
+// (TestLogIsRefLog).
+//
+// A log grows by filling its newest chunk and linking a new one, never by
+// copying its events. A chunk its events have all left stays in the ring
+// as the next one to fill, so a log whose events come and go at the same
+// pace allocates nothing. A check on a packed log where nothing has left
+// the window reads only the Log (the usage is sum, the reset wait follows
+// from the newest instant) and writes the new event's word in the newest
+// chunk: it reads no chunk at all.
 type Log struct {
-	ev logWords
+	tail *logChunk // the newest event's chunk; nil when empty, &oneEvent for a log of one event
 	// sum is the total cost of the events, kept by every method that
 	// changes them, so that the usage takes the costs of the events that
 	// have left the window off it instead of adding up the live ones.
-	sum int64
+	sum    int64
+	oldest int64  // the oldest event's instant, when there is one
+	meta   uint64 // chunked: the words used in tail, the wide bit and (packed) the newest instant less oldest
 }
 
 // Event is one recorded cost.
@@ -26,255 +41,465 @@ type Event struct {
 	Cost int64
 }
 
-// logWords holds a log's events, oldest first, in one of two forms told
-// apart by the first word:
-//
-//   - packed: word 0 is a base instant (µs since the epoch), then one word
-//     per event, its instant's distance from the base in the high
-//     deltaBits bits and its cost in the low costBits bits;
-//   - wide: word 0 is wideMark, then two words per event, its instant and
-//     its cost.
-//
-// Empty, it has no words at all. A log starts packed and turns wide only
-// when an event does not fit, even measured from its oldest event (a
-// window over 2^44 µs, or one instant's cost of 2^20 or more); emptied,
-// it starts packed again.
-type logWords []uint64
+// logChunk holds a log's event words: w[lo:] in the oldest chunk (lo is
+// in the Log's meta), w[:count] in the tail, all of w in the others (every
+// chunk but the tail is full). The oldest chunk is the tail's next, or its
+// next's when the Log keeps a free chunk there.
+type logChunk struct {
+	next *logChunk // the next newer chunk; after the tail, the oldest chunk or the free one
+	w    [chunkWords]uint64
+}
 
 const (
-	costBits  = 20
-	deltaBits = 64 - costBits
-	costMask  = 1<<costBits - 1
-	maxDelta  = 1<<deltaBits - 1
-	wideMark  = uint64(1) << 63 // never a packed base: no event is at math.MinInt64 µs while packed
+	chunkWords = 14
+	costBits   = 20
+	deltaBits  = 64 - costBits
+	costMask   = 1<<costBits - 1
+	maxDelta   = 1<<deltaBits - 1
+
+	countMask = 1<<4 - 1 // meta: the words used in the tail chunk
+	wideBit   = 1 << 4   // meta: two words per event
+	freeBit   = 1 << 5   // meta: the tail's next is a free chunk, the next to fill
+	loShift   = 6        // meta: the oldest event's word in the oldest chunk, 4 bits
+	loMask    = 15 << loShift
+	spanShift = 12                    // meta: packed, the newest instant less the oldest, in the bits above
+	maxSpan   = 1<<(64-spanShift) - 1 // over sluice.MaxWindow: a log's events span less than its window
+
+	// maxLogChunks bounds the walks through a log's chunks, for a reader
+	// without the store's lock (memstore's peek), which may follow links
+	// while a check changes them and discards what it read: a real log
+	// has fewer (it would hold over two hundred million events).
+	maxLogChunks = 1 << 24
 )
 
-func (w logWords) wide() bool { return w[0] == wideMark }
+// oneEvent marks a log of one event, kept in the Log itself.
+var oneEvent logChunk
 
-// logView reads a log's events in the form it had when the view was
-// taken: its indexes stay within the words whatever they hold later, so a
-// reader without the store's lock (memstore's peek, which discards what
-// it read if the state changed) can never index past them.
-type logView struct {
-	w    logWords
-	wide bool
-}
+func (s *Log) count() int      { return int(s.meta & countMask) }
+func (s *Log) wide() bool      { return s.meta&wideBit != 0 }
+func (s *Log) span() int64     { return int64(s.meta >> spanShift) }
+func (s *Log) lo() int         { return int(s.meta&loMask) >> loShift }
+func (s *Log) setLo(i int)     { s.meta = s.meta&^loMask | uint64(i)<<loShift }
+func (s *Log) setSpan(d int64) { s.meta = uint64(d)<<spanShift | s.meta&(1<<spanShift-1) }
+func (s *Log) setCount(n int)  { s.meta = s.meta&^countMask | uint64(n) }
 
-func (w logWords) view() logView {
-	return logView{w: w, wide: len(w) > 0 && w.wide()}
-}
-
-// n returns the number of events.
-func (v logView) n() int {
-	switch {
-	case len(v.w) == 0:
-		return 0
-	case v.wide:
-		return (len(v.w) - 1) / 2
+// head returns the oldest chunk of a chunked log.
+func (s *Log) head() *logChunk {
+	h := s.tail.next
+	if s.meta&freeBit != 0 && h != nil {
+		h = h.next
 	}
-	return len(v.w) - 1
+	return h
 }
 
-// event returns event i (0 the oldest), i < n().
-func (v logView) event(i int) (at, cost int64) {
-	if v.wide {
-		return int64(v.w[1+2*i]), int64(v.w[2+2*i])
+// logIter walks a log's events from the oldest. Its reads are bounded
+// whatever the chunks and the Log hold (indexes are clamped to a chunk,
+// walks to maxLogChunks links), so a reader without the store's lock can
+// never index past a chunk or walk without end (TestLogEvalAnyChunks).
+type logIter struct {
+	c, tail  *logChunk
+	i, end   int
+	count    int
+	wide     bool
+	first    bool // the next event is the oldest: its instant is the Log's
+	one      bool // the log is one event, not yet read
+	steps    int
+	at, cost int64
+}
+
+// start sets it before the oldest event of s.
+func (it *logIter) start(s *Log) {
+	switch s.tail {
+	case nil:
+		return
+	case &oneEvent:
+		it.one, it.at, it.cost = true, s.oldest, s.sum
+		return
 	}
-	x := v.w[1+i]
-	return int64(v.w[0]) + int64(x>>costBits), int64(x & costMask)
+	it.tail, it.count, it.wide, it.first, it.at = s.tail, min(s.count(), chunkWords), s.wide(), true, s.oldest
+	if it.c = s.head(); it.c != nil {
+		it.load(s.lo())
+	}
 }
 
-// n and event are the view's, for a log read under its store's lock.
-func (w logWords) n() int                       { return w.view().n() }
-func (w logWords) event(i int) (at, cost int64) { return w.view().event(i) }
+// load starts on chunk c at word lo.
+func (it *logIter) load(lo int) {
+	it.end = chunkWords
+	if it.c == it.tail {
+		it.end = it.count
+	}
+	it.i = min(lo, it.end)
+}
 
-// live returns the index of the oldest event still inside the window and
-// the sum of the costs from there on. Events are ordered by At, so the
-// live ones follow the ones that have left: it walks only the latter.
-func (s *Log) live(v logView, p Params, now int64) (first int, used int64) {
-	used = s.sum
-	for n := v.n(); first < n; first++ {
-		at, c := v.event(first)
-		if at > now-p.Window {
+// next moves to the next event (at, cost), reporting whether there is one.
+func (it *logIter) next() bool {
+	if it.one {
+		it.one = false
+		return true
+	}
+	for it.c != nil {
+		if it.wide {
+			if it.i+1 < it.end {
+				it.at, it.cost = int64(it.c.w[it.i]), int64(it.c.w[it.i+1])
+				it.i += 2
+				return true
+			}
+		} else if it.i < it.end {
+			x := it.c.w[it.i]
+			if !it.first {
+				it.at += int64(x >> costBits)
+			}
+			it.first = false
+			it.cost = int64(x & costMask)
+			it.i++
+			return true
+		}
+		if it.c == it.tail || it.steps >= maxLogChunks {
 			break
 		}
-		used -= c
+		it.steps++
+		if it.c = it.c.next; it.c != nil {
+			it.load(0)
+		}
 	}
-	return first, used
+	it.c = nil
+	return false
+}
+
+// newestAt returns the newest event's instant; ok is false when the log
+// is empty. Packed, it reads no chunk.
+func (s *Log) newestAt() (at int64, ok bool) {
+	switch {
+	case s.tail == nil:
+		return 0, false
+	case s.tail == &oneEvent || !s.wide():
+		return s.oldest + s.span(), true
+	}
+	if n := min(s.count(), chunkWords); n >= 2 {
+		return int64(s.tail.w[n-2]), true
+	}
+	return 0, false // an empty tail: only in a torn read
+}
+
+// newestCost returns the newest event's cost, of a log that has one.
+func (s *Log) newestCost() int64 {
+	if s.tail == &oneEvent {
+		return s.sum
+	}
+	return int64(s.tail.w[s.count()-1] & s.costMask())
+}
+
+// costMask is the mask of a cost in the log's words.
+func (s *Log) costMask() uint64 {
+	if s.wide() {
+		return ^uint64(0)
+	}
+	return costMask
+}
+
+// used returns the cost of the events in (now − W, now]: sum, less the
+// events that have left, found from the oldest.
+func (s *Log) used(p Params, now int64) int64 {
+	if s.tail == nil || s.oldest > now-p.Window {
+		return s.sum
+	}
+	return s.usedLeft(p, now)
+}
+
+// usedLeft is used when some events have left.
+func (s *Log) usedLeft(p Params, now int64) int64 {
+	used := s.sum
+	var it logIter
+	for it.start(s); it.next() && it.at <= now-p.Window; {
+		used -= it.cost
+	}
+	return used
 }
 
 // Eval implements State.
 func (s *Log) Eval(p Params, now, cost int64) Result {
-	v := s.ev.view()
-	first, used := s.live(v, p, now)
-	r := Result{Used: float64(used), ResetAfter: resetAfter(v, p, now)}
+	used := s.used(p, now)
+	r := Result{Used: float64(used), ResetAfter: s.resetAfter(p, now)}
 	if r.Allowed = used+cost <= p.Rate; !r.Allowed {
-		r.RetryAfter = retryAfter(v, p, now, first, used, cost)
+		r.RetryAfter = s.retryAfter(p, now, used, cost)
 	}
 	return r
 }
 
-// retryAfter returns the µs until cost fits on the used cost of the events
-// from first on. The cost fits once enough of the oldest events have left:
-// event i leaves (now − W, now] when now reaches At + W.
-func retryAfter(v logView, p Params, now int64, first int, used, cost int64) int64 {
-	for i, n := first, v.n(); i < n; i++ {
-		at, c := v.event(i)
-		used -= c
+// retryAfter returns the µs until cost fits on used, the cost of the
+// events in the window. The cost fits once enough of the oldest events
+// have left: event i leaves (now − W, now] when now reaches At + W.
+func (s *Log) retryAfter(p Params, now int64, used, cost int64) int64 {
+	// The usual denial first: nothing has left, and the cost fits once
+	// the oldest event leaves.
+	if s.tail != nil && s.oldest > now-p.Window && !s.wide() {
+		c := s.sum
+		if s.tail != &oneEvent {
+			h, lo := s.head(), s.lo()
+			if h == nil || lo >= chunkWords {
+				return 0 // only in a torn read
+			}
+			c = int64(h.w[lo] & costMask)
+		}
+		if used-c+cost <= p.Rate {
+			return s.oldest + p.Window - now
+		}
+	}
+	var it logIter
+	for it.start(s); it.next(); {
+		if it.at <= now-p.Window {
+			continue // left already: not in used
+		}
+		used -= it.cost
 		if used+cost <= p.Rate {
-			return at + p.Window - now
+			return it.at + p.Window - now
 		}
 	}
 	return 0
 }
 
-func resetAfter(v logView, p Params, now int64) int64 {
-	n := v.n()
-	if n == 0 {
+func (s *Log) resetAfter(p Params, now int64) int64 {
+	at, ok := s.newestAt()
+	if !ok {
 		return 0
 	}
-	at, _ := v.event(n - 1)
 	return max(0, at+p.Window-now)
 }
 
 // Record implements State. It drops the events that have left the window.
 func (s *Log) Record(p Params, now, cost int64) (float64, int64) {
-	first, used := s.live(s.ev.view(), p, now)
-	s.add(now, first, used, cost)
-	return float64(used + cost), resetAfter(s.ev.view(), p, now)
+	used := s.used(p, now)
+	s.add(p, now, used, cost)
+	return float64(used + cost), s.resetAfter(p, now)
 }
 
-// add records cost at now, first dropping the events before first (those
-// that have left the window), whose costs from first on sum to used.
-func (s *Log) add(now int64, first int, used, cost int64) {
-	s.sum = used + cost
-	if first > 0 { // else nothing has left: no copy of the log onto itself
-		s.ev.drop(first)
-	}
-	n := s.ev.n()
-	if n == 0 {
-		s.ev.start(now, cost)
-		return
+// add records cost at now, first dropping the events that have left the
+// window; used is the cost of the others.
+func (s *Log) add(p Params, now, used, cost int64) {
+	if s.tail != nil && s.oldest <= now-p.Window {
+		s.drop(now - p.Window)
 	}
 	// A clock behind the newest event (at > now): keep the log ordered by
 	// recording at the newest instant, which leaves the window last.
-	if at, c := s.ev.event(n - 1); at >= now {
-		s.ev.setLast(at, c+cost)
-		return
+	if at, ok := s.newestAt(); ok && at >= now {
+		s.setLast(s.newestCost() + cost)
+	} else {
+		s.push(now, cost)
 	}
-	s.ev.push(now, cost)
+	s.sum = used + cost
 }
 
-// drop removes the k oldest events; all of them empties the log.
-func (w *logWords) drop(k int) {
-	v := *w
-	if k == v.n() {
-		*w = v[:0]
+// drop removes the events at or before horizon, taking their costs off
+// sum. Chunks emptied leave the ring, but for one kept as the next to fill.
+func (s *Log) drop(horizon int64) {
+	if s.tail == &oneEvent {
+		if s.oldest <= horizon {
+			*s = Log{}
+		}
 		return
 	}
-	if v.wide() {
-		*w = append(v[:1], v[1+2*k:]...)
-		return
-	}
-	*w = append(v[:1], v[1+k:]...)
-}
-
-// start records the first event of an empty log.
-func (w *logWords) start(at, cost int64) {
-	v := (*w)[:0]
-	if at != math.MinInt64 && cost <= costMask {
-		*w = append(v, uint64(at), uint64(cost))
-		return
-	}
-	*w = append(v, wideMark, uint64(at), uint64(cost))
-}
-
-// push appends an event after the newest (at is later than it).
-func (w *logWords) push(at, cost int64) {
-	v := *w
-	if !v.wide() {
-		if v.fits(at, cost) || v.rebase() && v.fits(at, cost) {
-			*w = append(v, uint64(at-int64(v[0]))<<costBits|uint64(cost))
+	wide, newest := s.wide(), s.oldest+s.span()
+	at, first := s.oldest, true
+	for c, lo := s.head(), s.lo(); ; lo = 0 {
+		end := chunkWords
+		if c == s.tail {
+			end = s.count()
+		}
+		for i := lo; i < end; {
+			var cost int64
+			if wide {
+				at, cost = int64(c.w[i]), int64(c.w[i+1])
+			} else {
+				x := c.w[i]
+				if !first {
+					at += int64(x >> costBits)
+				}
+				cost = int64(x & costMask)
+			}
+			first = false
+			if at > horizon {
+				s.oldest = at
+				s.setLo(i)
+				if !wide {
+					s.setSpan(newest - at)
+				}
+				return
+			}
+			s.sum -= cost
+			if wide {
+				i += 2
+			} else {
+				i++
+			}
+		}
+		if c == s.tail {
+			*s = Log{} // every event left
 			return
 		}
-		v = v.widen()
+		next := c.next
+		if s.meta&freeBit != 0 {
+			s.tail.next.next = next // a free chunk is kept already: c leaves
+		} else {
+			s.meta |= freeBit // c stays after the tail, the next to fill
+		}
+		c = next
 	}
-	*w = append(v, uint64(at), uint64(cost))
 }
 
-// setLast sets the newest event's instant and cost.
-func (w *logWords) setLast(at, cost int64) {
-	v := *w
-	if !v.wide() {
-		if cost <= costMask {
-			v[len(v)-1] = uint64(at-int64(v[0]))<<costBits | uint64(cost)
+// push appends an event after the newest (at is later than it). The
+// caller sets sum after it.
+func (s *Log) push(at, cost int64) {
+	switch s.tail {
+	case nil:
+		s.tail, s.oldest, s.meta = &oneEvent, at, 0
+		return
+	case &oneEvent:
+		// The second event: the log takes a chunk, and the first event
+		// (its cost is sum, for now) goes into it.
+		c := new(logChunk)
+		c.next = c
+		s.tail, s.meta = c, 0
+		if uint64(s.sum) > costMask {
+			s.meta = wideBit
+			s.put2(uint64(s.oldest), uint64(s.sum))
+		} else {
+			s.put1(uint64(s.sum))
+		}
+	}
+	if !s.wide() {
+		d, span := at-(s.oldest+s.span()), at-s.oldest
+		if uint64(cost) <= costMask && uint64(d) <= maxDelta && uint64(span) <= maxSpan {
+			s.put1(uint64(d)<<costBits | uint64(cost))
+			s.setSpan(span)
 			return
 		}
-		v = v.widen()
-		*w = v
+		s.widen()
 	}
-	v[len(v)-2], v[len(v)-1] = uint64(at), uint64(cost)
+	s.put2(uint64(at), uint64(cost))
 }
 
-// fits reports whether a packed log can hold an event at or after its
-// newest as a word.
-func (w logWords) fits(at, cost int64) bool {
-	return cost <= costMask && uint64(at-int64(w[0])) <= maxDelta
+// put1 appends a packed event's word, put2 a wide event's words, to the
+// tail chunk, or to the next one when they do not fit.
+func (s *Log) put1(x uint64) {
+	n := s.room(1)
+	s.tail.w[n] = x
+	s.setCount(n + 1)
 }
 
-// rebase moves a packed log's base up to its oldest event, where the
-// dropping of older events left it behind. It reports whether it moved.
-func (w logWords) rebase() bool {
-	d := w[1] >> costBits // the oldest event's distance from the base
-	if d == 0 {
-		return false
-	}
-	w[0] += d
-	for i := 1; i < len(w); i++ {
-		w[i] -= d << costBits
-	}
-	return true
+func (s *Log) put2(at, cost uint64) {
+	n := s.room(2)
+	s.tail.w[n], s.tail.w[n+1] = at, cost
+	s.setCount(n + 2)
 }
 
-// widen returns a packed log's events in the wide form, with room for one
-// more.
-func (w logWords) widen() logWords {
-	n := w.n()
-	v := make(logWords, 1, 3+2*n)
-	v[0] = wideMark
-	for i := range n {
-		at, c := w.event(i)
-		v = append(v, uint64(at), uint64(c))
+// room returns where in the tail chunk k more words go: after its words,
+// or at the start of the next chunk (the free one, or a new one linked
+// after the tail) when they do not fit.
+func (s *Log) room(k int) int {
+	n := s.count()
+	if n+k <= chunkWords {
+		return n
 	}
-	return v
+	f := s.tail.next
+	if s.meta&freeBit != 0 {
+		s.meta &^= freeBit
+	} else {
+		f = &logChunk{next: f}
+		s.tail.next = f
+	}
+	s.tail = f
+	return 0
+}
+
+// widen turns a chunked packed log wide: its events are copied into new
+// chunks of two words per event (rare: it allocates).
+func (s *Log) widen() {
+	ev, sum := s.Events(), s.sum
+	c := new(logChunk)
+	c.next = c
+	*s = Log{tail: c, sum: sum, oldest: ev[0].At, meta: wideBit}
+	for _, e := range ev {
+		s.put2(uint64(e.At), uint64(e.Cost))
+	}
+}
+
+// setLast sets the newest event's cost. The caller sets sum after it.
+func (s *Log) setLast(cost int64) {
+	switch {
+	case s.tail == &oneEvent:
+		return // its cost is sum
+	case !s.wide() && uint64(cost) > costMask:
+		s.widen()
+	}
+	n := s.count()
+	if s.wide() {
+		s.tail.w[n-1] = uint64(cost)
+		return
+	}
+	s.tail.w[n-1] = s.tail.w[n-1]&^costMask | uint64(cost)
+}
+
+// pop removes the newest event. The caller sets sum after it.
+func (s *Log) pop() {
+	if s.tail == nil || s.tail == &oneEvent {
+		*s = Log{}
+		return
+	}
+	t, n, k := s.tail, s.count(), 1
+	if s.wide() {
+		k = 2
+	}
+	h := s.head()
+	if h == t && s.lo()+k == n {
+		*s = Log{} // it was the only event
+		return
+	}
+	if !s.wide() {
+		s.setSpan(s.span() - int64(t.w[n-1]>>costBits))
+	}
+	if n -= k; n > 0 {
+		s.setCount(n)
+		return
+	}
+	// The tail emptied: the chunk before it (full) becomes the tail, the
+	// emptied one the next to fill.
+	prev := h
+	for prev.next != t {
+		prev = prev.next
+	}
+	if s.meta&freeBit != 0 {
+		t.next = t.next.next // keep one free chunk
+	}
+	s.meta |= freeBit
+	s.tail = prev
+	s.setCount(chunkWords)
 }
 
 // Check is Decide for one hit on s, fused: Eval, then Record when the hit
-// is allowed (or shadow) and cost > 0, finding the live events once. The
+// is allowed (or shadow) and cost > 0, finding the usage once. The
 // outcome and the state are those of Eval and Record
 // (TestCheckIsEvalRecord).
 func (s *Log) Check(p Params, now, cost int64, shadow bool) Outcome {
-	v := s.ev.view()
-	first, used := s.live(v, p, now)
+	used := s.used(p, now)
 	o := Outcome{Allowed: used+cost <= p.Rate, Used: float64(used)}
 	if !o.Allowed {
-		o.RetryAfter = retryAfter(v, p, now, first, used, cost)
+		o.RetryAfter = s.retryAfter(p, now, used, cost)
 	}
 	if (o.Allowed || shadow) && cost > 0 {
-		s.add(now, first, used, cost)
+		s.add(p, now, used, cost)
 		o.Used = float64(used + cost)
 	}
-	o.ResetAfter = resetAfter(s.ev.view(), p, now)
+	o.ResetAfter = s.resetAfter(p, now)
 	return o
 }
 
 // Events returns a copy of the log's events, oldest first (tests and
 // diagnostics: it allocates).
 func (s *Log) Events() []Event {
-	n := s.ev.n()
-	out := make([]Event, n)
-	for i := range out {
-		out[i].At, out[i].Cost = s.ev.event(i)
+	out := []Event{}
+	var it logIter
+	for it.start(s); it.next(); {
+		out = append(out, Event{At: it.at, Cost: it.cost})
 	}
 	return out
 }

@@ -123,13 +123,14 @@ func (s *refLog) Refund(p Params, at, cost int64) {
 	}
 }
 
-// TestLogIsRefLog holds the packed log to refLog, the log of 16-byte
+// TestLogIsRefLog holds the chunked log to refLog, the log of 16-byte
 // events it replaced: on random records, fused checks (shadow or not),
 // evaluations and refunds, with clocks forward, still and back, windows
-// up to sluice.MaxWindow (past what a packed word spans, so logs turn
-// wide), costs up to 2^21 (past what a word's cost holds) and logs that
-// empty and start again, every answer and every event must be the same,
-// and the packed form must have been used, rebased and widened.
+// up to sluice.MaxWindow (past what a packed word spans, so chunks end
+// early), costs up to 2^21 (past what a word's cost holds, so chunks turn
+// wide) and logs that empty and start again, every answer and every event
+// must be the same, and the one-event form, packed and wide chunks,
+// chains of chunks and kept free chunks must all have been met.
 func TestLogIsRefLog(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(61, 62))
 	forms := map[string]int{}
@@ -181,37 +182,107 @@ func TestLogIsRefLog(t *testing.T) {
 					run, i, p, now, cost, got, want, s.Events(), s.sum, ref.Events, ref.sum)
 			}
 			switch {
-			case len(s.ev) == 0:
-			case s.ev.wide():
-				forms["wide"]++
+			case s.tail == nil:
+			case s.tail == &oneEvent:
+				forms["one"]++
 			default:
-				forms["packed"]++
-				if s.ev.n() > 0 && s.ev[1]>>costBits != 0 {
-					forms["unbased"]++
+				if s.wide() {
+					forms["wide"]++
+				} else {
+					forms["packed"]++
+				}
+				if s.head() != s.tail {
+					forms["chained"]++
+				}
+				if s.meta&freeBit != 0 {
+					forms["spare"]++
 				}
 			}
 		}
 	}
-	if forms["wide"] < 100 || forms["packed"] < 100 || forms["unbased"] < 100 {
+	if forms["one"] < 100 || forms["wide"] < 100 || forms["packed"] < 100 || forms["chained"] < 100 || forms["spare"] < 100 {
 		t.Fatalf("forms met: %v: too few of one to test it", forms)
 	}
 }
 
-// TestLogEvalAnyWords: Eval reads a log's words in the form they had when
-// it began, so words holding anything at all (as memstore's peek may read
-// while another check changes them, before it discards the result) never
-// make it index past them or loop without end.
-func TestLogEvalAnyWords(t *testing.T) {
+// TestLogEvalAnyChunks: Eval reads a log's chunks in place, so chunks
+// holding anything at all, linked in any way (as memstore's peek may read
+// them while another check changes them, before it discards the result),
+// never make it index past a chunk, panic or walk without end. Chains
+// that never reach the tail are walked up to maxLogChunks links: cycles
+// are made only in a few logs, as each takes that many steps.
+func TestLogEvalAnyChunks(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(71, 72))
-	for range 100_000 {
-		w := make(logWords, rng.IntN(9))
-		for i := range w {
-			w[i] = rng.Uint64()
+	for i := range 20_000 {
+		chunks := make([]*logChunk, 1+rng.IntN(5))
+		for j := range chunks {
+			c := &logChunk{}
+			for k := range c.w {
+				c.w[k] = rng.Uint64()
+			}
+			chunks[j] = c
 		}
-		if len(w) > 0 && rng.IntN(2) == 0 {
-			w[0] = wideMark
+		for j, c := range chunks {
+			switch {
+			case j+1 < len(chunks):
+				c.next = chunks[j+1]
+			case i%2000 == 0:
+				c.next = chunks[len(chunks)-1] // a cycle the tail may not be on
+			case i%2 == 0:
+				c.next = nil
+			default:
+				c.next = chunks[0] // a ring
+			}
 		}
-		s := Log{ev: w, sum: rng.Int64()}
+		s := Log{tail: chunks[rng.IntN(len(chunks))], sum: rng.Int64(), oldest: rng.Int64(), meta: rng.Uint64()}
+		switch rng.IntN(8) {
+		case 0:
+			s.tail = &logChunk{} // a tail the chain never reaches
+		case 1:
+			s.tail = &oneEvent
+		}
 		s.Eval(Params{Rate: 1 + rng.Int64N(100), Window: 1 + rng.Int64N(1<<40)}, rng.Int64(), rng.Int64N(10))
+	}
+}
+
+// TestLogRefundEmptiesChunks refunds a log's events one by one, newest
+// first, across its chunks (the tail chunk emptying moves the tail back
+// and keeps one free chunk), after older events have left (so a free chunk
+// is kept already), checking the events against refLog at every step.
+func TestLogRefundEmptiesChunks(t *testing.T) {
+	for _, wide := range []bool{false, true} {
+		p := Params{Rate: 1 << 30, Window: 1000}
+		var s Log
+		var ref refLog
+		cost, perChunk := int64(1), chunkWords
+		if wide {
+			cost, perChunk = 1<<21, chunkWords/2
+		}
+		now := int64(1_000_000)
+		for range 5*perChunk - 1 {
+			now += 10
+			s.Record(p, now, cost)
+			ref.Record(p, now, cost)
+		}
+		now = 1_000_000 + p.Window + 10*int64(perChunk) + 5 // the oldest chunk's events leave
+		s.Record(p, now, cost)
+		ref.Record(p, now, cost)
+		if s.meta&freeBit == 0 {
+			t.Fatalf("wide %v: no free chunk after the first left", wide)
+		}
+		for n := len(ref.Events); n > 0; n-- {
+			at := ref.Events[n-1].At
+			s.Refund(p, at, cost)
+			ref.Refund(p, at, cost)
+			if s.sum != ref.sum || !slices.Equal(s.Events(), ref.Events) {
+				t.Fatalf("wide %v, %d events left: %+v sum %d, want %+v sum %d", wide, n-1, s.Events(), s.sum, ref.Events, ref.sum)
+			}
+			if r, want := s.Eval(p, now, 1), ref.Eval(p, now, 1); r != want {
+				t.Fatalf("wide %v, %d events left: Eval %+v, want %+v", wide, n-1, r, want)
+			}
+		}
+		if s != (Log{}) {
+			t.Fatalf("wide %v: emptied log %+v, want the zero Log", wide, s)
+		}
 	}
 }

@@ -66,26 +66,16 @@ func (s *Buckets) Refund(p Params, at, cost int64) {
 // Refund implements Refunder: it takes cost from the newest event, where
 // Record put it, and drops the event when nothing is left of it.
 func (s *Log) Refund(p Params, at, cost int64) {
-	n := s.ev.n()
-	if n == 0 {
+	last, ok := s.newestAt()
+	if !ok || last < at {
 		return
 	}
-	last, c := s.ev.event(n - 1)
-	if last < at {
-		return
-	}
-	if c <= cost {
+	if c := s.newestCost(); c <= cost {
 		s.sum -= c
-		if n == 1 {
-			s.ev = s.ev[:0]
-		} else if s.ev.wide() {
-			s.ev = s.ev[:len(s.ev)-2]
-		} else {
-			s.ev = s.ev[:len(s.ev)-1]
-		}
+		s.pop()
 	} else {
+		s.setLast(c - cost)
 		s.sum -= cost
-		s.ev.setLast(last, c-cost)
 	}
 }
 
