@@ -165,6 +165,7 @@ type Async struct {
 
 	secret secret      // keys the fingerprints of slots
 	first  *firstTable // nil without FirstSight
+	seen   *seenTable  // nil with FirstSight, or a MaxBytes too small for it
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
@@ -314,6 +315,8 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	}
 	if a.firstSight > 0 {
 		a.first = newFirstTable(a.maxKeys)
+	} else if a.seen = newSeenTable(a.maxKeys, a.maxBytes); a.seen != nil {
+		a.maxBytes -= a.seen.bytes // what is left for slots
 	}
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
 	a.work = make(chan flushItem, flushers)

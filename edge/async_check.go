@@ -36,16 +36,31 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	}
 	now := a.mono()
 	var slots [sluice.MaxHits]*slot
+	var fps [sluice.MaxHits]fingerprint
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
-		if slots[i] = a.slot(fp); slots[i] == nil {
-			if len(c.Hits) == 1 && a.first != nil {
-				return a.checkFirst(ctx, &c, fp, d)
+		fps[i] = fp
+		if slots[i] = a.slot(fp); slots[i] != nil {
+			continue
+		}
+		switch {
+		case a.seen != nil:
+			slots[i] = a.promote(&k, fp, now)
+		case len(c.Hits) == 1 && a.first != nil:
+			return a.checkFirst(ctx, &c, fp, d)
+		default:
+			slots[i] = a.firstSightSlot(&c, &k, fp, now)
+		}
+		if slots[i] == nil && a.seen != nil {
+			for j := i + 1; j < len(c.Hits); j++ {
+				k := slotKeyOf(&c, j)
+				fps[j] = a.fingerprint(&k)
 			}
-			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
-				return a.checkSync(ctx, c, d, now, nil)
-			}
+			return a.checkSeen(ctx, &c, fps[:len(c.Hits)], d, now)
+		}
+		if slots[i] == nil {
+			return a.checkSync(ctx, c, d, now, nil)
 		}
 	}
 	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
@@ -261,6 +276,24 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	return err
 }
 
+// checkSeen passes c, some of whose keys have no slot, to the store, and
+// takes its reply as the view of c's keys (fps, their fingerprints): of
+// their slots, or else of their entries in the seen table. The key's next
+// check makes its slot (see promote), so a key checked once costs no slot.
+func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, fps []fingerprint, d *sluice.Decision, now int64) error {
+	a.sync.Add(1)
+	a.asking.Add(1)
+	err := a.next.Check(ctx, *c, d)
+	a.asking.Add(-1)
+	// A degraded decision says nothing of the shared usage.
+	if err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits) {
+		for i := range c.Hits {
+			a.seeAnswer(c, i, fps[i], &d.Hits[i], now)
+		}
+	}
+	return err
+}
+
 // setView takes r, the store's answer about hit i of c at now, as the view
 // of s, locked: the last limit checked is the slot's, and a denial stands
 // until its RetryAfter (see hold).
@@ -443,6 +476,13 @@ func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 			if err := a.Flush(ctx); err != nil {
 				return fmt.Errorf("edge: reset: %w", err)
 			}
+		}
+	}
+	if a.seen != nil {
+		// The store's answers about the keys, from before the reset.
+		for i := range c.Hits {
+			k := slotKeyOf(&c, i)
+			a.forgetSeen(a.fingerprint(&k))
 		}
 	}
 	removed := make([]*slot, 0, len(c.Hits))
