@@ -37,10 +37,14 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	now := a.mono()
 	var slots [sluice.MaxHits]*slot
 	var fps [sluice.MaxHits]fingerprint
+	var made [sluice.MaxHits]uint64 // see seeAnswer
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
 		fps[i] = fp
+		if a.seen != nil {
+			made[i] = a.seen.shard(fp).made.Load()
+		}
 		if slots[i] = a.slot(fp); slots[i] != nil {
 			continue
 		}
@@ -53,11 +57,18 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 			slots[i] = a.firstSightSlot(&c, &k, fp, now)
 		}
 		if slots[i] == nil && a.seen != nil {
-			for j := i + 1; j < len(c.Hits); j++ {
-				k := slotKeyOf(&c, j)
-				fps[j] = a.fingerprint(&k)
+			for j := range c.Hits {
+				if j > i {
+					k := slotKeyOf(&c, j)
+					fps[j] = a.fingerprint(&k)
+				}
+				if j != i {
+					// A key with a slot, or not looked up: a count
+					// older than any to come has its slot looked up.
+					made[j] = a.seen.shard(fps[j]).made.Load() - 1
+				}
 			}
-			return a.checkSeen(ctx, &c, fps[:len(c.Hits)], d, now)
+			return a.checkSeen(ctx, &c, fps[:len(c.Hits)], made[:len(c.Hits)], d, now)
 		}
 		if slots[i] == nil {
 			return a.checkSync(ctx, c, d, now, nil)
@@ -280,7 +291,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 // takes its reply as the view of c's keys (fps, their fingerprints): of
 // their slots, or else of their entries in the seen table. The key's next
 // check makes its slot (see promote), so a key checked once costs no slot.
-func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, fps []fingerprint, d *sluice.Decision, now int64) error {
+func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, fps []fingerprint, made []uint64, d *sluice.Decision, now int64) error {
 	a.sync.Add(1)
 	a.asking.Add(1)
 	err := a.next.Check(ctx, *c, d)
@@ -288,7 +299,7 @@ func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, fps []fingerprin
 	// A degraded decision says nothing of the shared usage.
 	if err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits) {
 		for i := range c.Hits {
-			a.seeAnswer(c, i, fps[i], &d.Hits[i], now)
+			a.seeAnswer(c, i, fps[i], made[i], &d.Hits[i], now)
 		}
 	}
 	return err

@@ -2,11 +2,20 @@ package edge
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
+
+// A seenKey is an entry's fingerprint and the time of its view (ns since
+// base; 0: free): what a lookup or an insertion reads of each way of a
+// set, three cache lines per set.
+type seenKey struct {
+	fp fingerprint
+	at int64
+}
 
 // A seenView is the store's answer about a key that has no slot: what a
 // slot's view would hold (see slot.setView and Async.setView), and the
@@ -15,7 +24,6 @@ import (
 // as from a slot made by the answer. No pointers: the collector never
 // scans the table.
 type seenView struct {
-	at                      int64 // ns since base, the view's time; 0: free
 	remaining               int64
 	used                    float64
 	retryAfter, resetAfter  time.Duration
@@ -26,14 +34,19 @@ type seenView struct {
 }
 
 // seenShard is one shard of the table of keys seen: a set-associative
-// array (ways per set) of fingerprints, and beside it their views, so that
-// a lookup reads the set's fingerprints only.
+// array (ways per set) of keys, and beside it their views, so that a
+// lookup reads the set's keys and one view.
 type seenShard struct {
 	mu    sync.Mutex
-	fps   []fingerprint
+	keys  []seenKey
 	views []seenView
-	mask  uint64   // sets - 1
-	_     [16]byte // no false sharing with the next shard's lock
+	mask  uint64 // sets - 1
+	// made counts the slots made from the shard's entries (promote), the
+	// only way a slot is made while the table is in use: an answer about
+	// a key that had no slot when made had not changed finds none (see
+	// seeAnswer).
+	made atomic.Uint64
+	_    [8]byte // no false sharing with the next shard's lock
 }
 
 // seenTable remembers, without a slot, the store's last answer about keys
@@ -47,7 +60,10 @@ type seenTable struct {
 }
 
 // seenEntryBytes is what the table holds per entry.
-const seenEntryBytes = int64(unsafe.Sizeof(fingerprint{}) + unsafe.Sizeof(seenView{}))
+const seenEntryBytes = int64(unsafe.Sizeof(seenKey{}) + unsafe.Sizeof(seenView{}))
+
+// pageSeen is fewer entries than a 4 KiB page holds, of either array.
+const pageSeen = 4096 / int(max(unsafe.Sizeof(seenKey{}), unsafe.Sizeof(seenView{})))
 
 // seenShare is the share of MaxBytes the table may take: at most a
 // quarter.
@@ -67,9 +83,16 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 	}
 	t := &seenTable{bytes: sets * perSet}
 	for i := range t.shards {
-		t.shards[i].fps = make([]fingerprint, sets*ways)
+		t.shards[i].keys = make([]seenKey, sets*ways)
 		t.shards[i].views = make([]seenView, sets*ways)
 		t.shards[i].mask = uint64(sets - 1)
+		// Touched now, a page at a time, as the first-sight table is: the
+		// table is resident from the start, and a check never pays for
+		// faulting in its page.
+		for j := 0; j < len(t.shards[i].keys); j += pageSeen {
+			t.shards[i].keys[j].at = 0
+			t.shards[i].views[j].rate = 0
+		}
 	}
 	return t
 }
@@ -83,8 +106,8 @@ func (t *seenTable) shard(fp fingerprint) *seenShard {
 func (sh *seenShard) find(fp fingerprint, now int64, maxAge time.Duration) int {
 	base := int(fp.lo&sh.mask) * ways
 	for i := base; i < base+ways; i++ {
-		if sh.fps[i] == fp {
-			if v := &sh.views[i]; v.at != 0 && time.Duration(now-v.at) <= maxAge {
+		if k := &sh.keys[i]; k.fp == fp {
+			if k.at != 0 && time.Duration(now-k.at) <= maxAge {
 				return i
 			}
 			return -1
@@ -100,22 +123,23 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, r *sluice.HitRe
 	base := int(fp.lo&sh.mask) * ways
 	j := -1
 	for x := base; x < base+ways; x++ {
-		if sh.fps[x] == fp {
+		if sh.keys[x].fp == fp {
 			j = x
 			break
 		}
-		if j < 0 || sh.views[x].at < sh.views[j].at {
+		if j < 0 || sh.keys[x].at < sh.keys[j].at {
 			j = x // free (at 0), or the oldest so far
 		}
 	}
-	v := &sh.views[j]
-	if sh.fps[j] == fp && now < v.at {
+	k := &sh.keys[j]
+	if k.fp == fp && now < k.at {
 		return // a later answer is already the view
 	}
 	l := &c.Hits[i].Limit
-	sh.fps[j] = fp
+	*k = seenKey{fp: fp, at: now}
+	v := &sh.views[j]
 	*v = seenView{
-		at: now, remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
+		remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
 		rate: l.Rate, resolution: l.Resolution, shadow: c.Shadow, limitShadow: l.Shadow,
 	}
 	if !r.Allowed && !r.Shadow {
@@ -128,8 +152,8 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, r *sluice.HitRe
 func (sh *seenShard) forget(fp fingerprint) {
 	base := int(fp.lo&sh.mask) * ways
 	for i := base; i < base+ways; i++ {
-		if sh.fps[i] == fp {
-			sh.fps[i], sh.views[i] = fingerprint{}, seenView{}
+		if sh.keys[i].fp == fp {
+			sh.keys[i] = seenKey{}
 		}
 	}
 }
@@ -163,14 +187,15 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 		a.overflow.Add(1)
 		return nil
 	}
-	v := sh.views[i]
-	sh.fps[i], sh.views[i] = fingerprint{}, seenView{}
+	v, at := sh.views[i], sh.keys[i].at
+	sh.keys[i] = seenKey{}
+	sh.made.Add(1)
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {
 		s.key = *k
 		s.remaining, s.used = v.remaining, v.used
 		s.retryAfter, s.resetAfter = v.retryAfter, v.resetAfter
-		s.viewAt, s.blind, s.fromRecord = v.at, false, false
+		s.viewAt, s.blind, s.fromRecord = at, false, false
 		s.deniedCost, s.deniedUntil = v.deniedCost, v.deniedUntil
 	}
 	s.lastUse = max(s.lastUse, now)
@@ -180,16 +205,20 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 
 // seeAnswer takes r, the store's answer about hit i of c at now, as the
 // view of its key: of its slot if it has one, else of its entry in the
-// seen table (no slot is made: see promote).
-func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, r *sluice.HitResult, now int64) {
+// seen table (no slot is made: see promote). made is the count of slots
+// made from fp's shard read before the check found fp had no slot: while
+// it is unchanged, fp still has none, and the slots are not looked up.
+func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, made uint64, r *sluice.HitResult, now int64) {
 	sh := a.seen.shard(fp)
 	sh.mu.Lock()
-	if s := a.slot(fp); s != nil {
-		sh.mu.Unlock()
-		s.mu.Lock()
-		a.setView(s, c, i, r, now)
-		s.mu.Unlock()
-		return
+	if sh.made.Load() != made {
+		if s := a.slot(fp); s != nil {
+			sh.mu.Unlock()
+			s.mu.Lock()
+			a.setView(s, c, i, r, now)
+			s.mu.Unlock()
+			return
+		}
 	}
 	sh.put(fp, c, i, r, now)
 	sh.mu.Unlock()

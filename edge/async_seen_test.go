@@ -135,3 +135,29 @@ func TestAsyncResetForgetsSeen(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncSeenAnswerReachesSlots: a check of two keys, one with a slot
+// and one seen for the first time, goes to the store, and the answer
+// becomes the view of the key with a slot (not of a seen entry).
+func TestAsyncSeenAnswerReachesSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: time.Hour})
+		x, y := hit("x", "10r/h", sluice.Log), hit("y", "10r/h", sluice.Log)
+		mustCheck(t, a, check(1, x))
+		if d := mustCheck(t, a, check(1, x)); d.Source != sluice.FromLocalView {
+			t.Fatalf("x's second check: %+v, want local", d)
+		}
+		// The store has 1 of x (1 more is owed), answers 8 remaining.
+		if d := mustCheck(t, a, check(1, x, y)); !d.Allowed || d.Source != sluice.FromStore {
+			t.Fatalf("x and y: %+v, want allowed by the store", d)
+		}
+		d := mustCheck(t, a, check(1, x))
+		if d.Source != sluice.FromLocalView || d.Hits[0].Remaining != 6 {
+			t.Errorf("x after the answer about x and y: %+v, want local, 6 remaining", d)
+		}
+		if d := mustCheck(t, a, check(1, x, y)); d.Source != sluice.FromLocalView || d.Hits[1].Remaining != 8 {
+			t.Errorf("x and y again: %+v, want local, y 8 remaining", d)
+		}
+	})
+}
