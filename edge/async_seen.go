@@ -9,45 +9,47 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// A seenKey is an entry's fingerprint and the time of its view (ns since
-// base; 0: free): what a lookup or an insertion reads of each way of a
-// set, three cache lines per set.
-type seenKey struct {
-	fp fingerprint
-	at int64
-}
-
 // A seenView is the store's answer about a key that has no slot: what a
-// slot's view would hold (see slot.setView and Async.setView), and the
-// parts of the limit and check the fingerprint leaves out (see
-// slot.sameLimit), so that the key's next check decides from it exactly
-// as from a slot made by the answer. No pointers: the collector never
-// scans the table.
+// slot's view would hold (see slot.setView and Async.setView), and a
+// digest of the parts of the limit and check the fingerprint leaves out
+// (see slot.sameLimit), so that the key's next check decides from it as
+// from a slot made by the answer. 64 bytes, one cache line; no pointers:
+// the collector never scans the table.
 type seenView struct {
-	remaining               int64
-	used                    float64
-	retryAfter, resetAfter  time.Duration
-	deniedCost, deniedUntil int64
-	rate                    int64
-	resolution              time.Duration
-	shadow, limitShadow     bool
+	at                     int64 // ns since base, the answer's time
+	remaining              int64
+	used                   float64
+	retryAfter, resetAfter time.Duration
+	// deniedCost is the cost the store denied, when denied: the denial
+	// stands until at + hold(limit, retryAfter), as on a slot.
+	deniedCost int64
+	denied     bool
+	limit      uint64 // limitSum of the limit and shadow flag answered for
 }
 
 // seenShard is one shard of the table of keys seen: a set-associative
-// array (ways per set) of keys, and beside it their views, so that a
-// lookup reads the set's keys and one view.
+// array of tags (ways per set, 8 bytes each: one cache line per set) and,
+// beside it, their views, so that a lookup reads one line of tags and the
+// one view that matches.
 type seenShard struct {
 	mu    sync.Mutex
-	keys  []seenKey
+	tags  []uint64 // seenTag of the key's fingerprint; 0: free
 	views []seenView
 	mask  uint64 // sets - 1
+	hand  uint64 // rotates over the ways: the next entry a full set loses
 	// made counts the slots made from the shard's entries (promote), the
 	// only way a slot is made while the table is in use: an answer about
 	// a key that had no slot when made had not changed finds none (see
 	// seeAnswer).
 	made atomic.Uint64
-	_    [8]byte // no false sharing with the next shard's lock
+	_    [16]byte // no false sharing with the next shard's lock
 }
+
+// seenTag is what the table keeps of fp: its high word (fp.lo picks the
+// set), never 0. Two keys of one set share a tag with probability 2^-63
+// per pair: the table then takes one's answer for the other's, once,
+// as a fingerprint collision would (2^-128).
+func seenTag(fp fingerprint) uint64 { return fp.hi | 1 }
 
 // seenTable remembers, without a slot, the store's last answer about keys
 // checked by the store once (with FirstSight 0): a key's next check makes
@@ -59,11 +61,11 @@ type seenTable struct {
 	bytes  int64 // the table's size, counted against MaxBytes
 }
 
-// seenEntryBytes is what the table holds per entry.
-const seenEntryBytes = int64(unsafe.Sizeof(seenKey{}) + unsafe.Sizeof(seenView{}))
+// seenEntryBytes is what the table holds per entry: 72 bytes.
+const seenEntryBytes = int64(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(seenView{}))
 
-// pageSeen is fewer entries than a 4 KiB page holds, of either array.
-const pageSeen = 4096 / int(max(unsafe.Sizeof(seenKey{}), unsafe.Sizeof(seenView{})))
+// pageSeen is the views per 4 KiB page.
+const pageSeen = 4096 / int(unsafe.Sizeof(seenView{}))
 
 // seenShare is the share of MaxBytes the table may take: at most a
 // quarter.
@@ -83,15 +85,18 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 	}
 	t := &seenTable{bytes: sets * perSet}
 	for i := range t.shards {
-		t.shards[i].keys = make([]seenKey, sets*ways)
-		t.shards[i].views = make([]seenView, sets*ways)
-		t.shards[i].mask = uint64(sets - 1)
+		sh := &t.shards[i]
+		sh.tags = make([]uint64, sets*ways)
+		sh.views = make([]seenView, sets*ways)
+		sh.mask = uint64(sets - 1)
 		// Touched now, a page at a time, as the first-sight table is: the
 		// table is resident from the start, and a check never pays for
 		// faulting in its page.
-		for j := 0; j < len(t.shards[i].keys); j += pageSeen {
-			t.shards[i].keys[j].at = 0
-			t.shards[i].views[j].rate = 0
+		for j := 0; j < len(sh.tags); j += 4096 / 8 {
+			sh.tags[j] = 0
+		}
+		for j := 0; j < len(sh.views); j += pageSeen {
+			sh.views[j].at = 0
 		}
 	}
 	return t
@@ -101,68 +106,67 @@ func (t *seenTable) shard(fp fingerprint) *seenShard {
 	return &t.shards[fp.hi%asyncShards]
 }
 
-// find returns the index of fp's entry whose view is usable at now (no
-// older than maxAge), or -1. The shard is locked.
-func (sh *seenShard) find(fp fingerprint, now int64, maxAge time.Duration) int {
-	base := int(fp.lo&sh.mask) * ways
-	for i := base; i < base+ways; i++ {
-		if k := &sh.keys[i]; k.fp == fp {
-			if k.at != 0 && time.Duration(now-k.at) <= maxAge {
-				return i
-			}
-			return -1
+// find returns the index of fp's entry, or -1. The shard is locked.
+func (sh *seenShard) find(fp fingerprint) int {
+	base, tag := int(fp.lo&sh.mask)*ways, seenTag(fp)
+	for i, t := range sh.tags[base : base+ways] {
+		if t == tag {
+			return base + i
 		}
 	}
 	return -1
 }
 
 // put takes r, the store's answer about hit i of c at now, as the view of
-// fp's entry, replacing a view of an earlier time (a later answer is kept,
-// as a slot keeps it), or the set's oldest entry. The shard is locked.
-func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
-	base := int(fp.lo&sh.mask) * ways
-	j := -1
-	for x := base; x < base+ways; x++ {
-		if sh.keys[x].fp == fp {
-			j = x
-			break
-		}
-		if j < 0 || sh.keys[x].at < sh.keys[j].at {
-			j = x // free (at 0), or the oldest so far
-		}
-	}
-	k := &sh.keys[j]
-	if k.fp == fp && now < k.at {
+// fp's entry, unless the entry has an answer of a later time (kept, as a
+// slot keeps it); a key without an entry takes a free one of its set, or
+// the next in turn. limit is limitSum of the hit's limit and c's shadow
+// flag. The shard is locked.
+func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r *sluice.HitResult, now int64) {
+	j := sh.find(fp)
+	if j >= 0 && now < sh.views[j].at {
 		return // a later answer is already the view
 	}
-	l := &c.Hits[i].Limit
-	*k = seenKey{fp: fp, at: now}
-	v := &sh.views[j]
-	*v = seenView{
-		remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
-		rate: l.Rate, resolution: l.Resolution, shadow: c.Shadow, limitShadow: l.Shadow,
+	if j < 0 {
+		base := int(fp.lo&sh.mask) * ways
+		j = base + int(sh.hand%ways)
+		for x, t := range sh.tags[base : base+ways] {
+			if t == 0 {
+				j = base + x
+				break
+			}
+		}
+		if j == base+int(sh.hand%ways) {
+			sh.hand++
+		}
+		sh.tags[j] = seenTag(fp)
+	}
+	sh.views[j] = seenView{
+		at: now, remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
+		limit: limit,
 	}
 	if !r.Allowed && !r.Shadow {
-		v.deniedCost, v.deniedUntil = c.Cost, now+int64(hold(*l, r.RetryAfter))
+		sh.views[j].denied, sh.views[j].deniedCost = true, c.Cost
 	}
 }
 
 // forget frees fp's entry (after a reset, or once its key has a slot).
 // The shard is locked.
 func (sh *seenShard) forget(fp fingerprint) {
-	base := int(fp.lo&sh.mask) * ways
-	for i := base; i < base+ways; i++ {
-		if sh.keys[i].fp == fp {
-			sh.keys[i] = seenKey{}
-		}
+	if i := sh.find(fp); i >= 0 {
+		sh.tags[i] = 0
 	}
 }
 
-// sameLimit reports whether v was answered for k's limit and shadow flag
-// (the rest of them is in the fingerprint).
-func (v *seenView) sameLimit(k *slotKey) bool {
-	l := &k.hit.Limit
-	return v.rate == l.Rate && v.resolution == l.Resolution && v.limitShadow == l.Shadow && v.shadow == k.shadow
+// limitSum is a digest of what a slot's view depends on besides the
+// fingerprint (see slot.sameLimit): the limit's rate, resolution and
+// shadow flag, and the check's shadow flag.
+func (a *Async) limitSum(l *sluice.Limit, shadow bool) uint64 {
+	var h hasher
+	h.init(&a.secret)
+	h.word(uint64(l.Rate), uint64(l.Resolution))
+	h.word(btou(l.Shadow)|btou(shadow)<<1, 0)
+	return h.a ^ h.b
 }
 
 // promote returns a slot for k, whose fingerprint is fp, made from the
@@ -175,11 +179,17 @@ func (v *seenView) sameLimit(k *slotKey) bool {
 // it (seeAnswer), orders the two: an answer either is in the entry before
 // the slot copies it, or finds the slot.
 func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
+	l := &k.hit.Limit
+	limit := a.limitSum(l, k.shadow)
 	sh := a.seen.shard(fp)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := sh.find(fp, now, a.maxViewAge)
-	if i < 0 || !sh.views[i].sameLimit(k) {
+	i := sh.find(fp)
+	if i < 0 {
+		return nil
+	}
+	v := &sh.views[i]
+	if time.Duration(now-v.at) > a.maxViewAge || v.limit != limit {
 		return nil
 	}
 	s := a.addSlot(k, fp)
@@ -187,16 +197,18 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 		a.overflow.Add(1)
 		return nil
 	}
-	v, at := sh.views[i], sh.keys[i].at
-	sh.keys[i] = seenKey{}
+	sh.tags[i] = 0
 	sh.made.Add(1)
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {
 		s.key = *k
 		s.remaining, s.used = v.remaining, v.used
 		s.retryAfter, s.resetAfter = v.retryAfter, v.resetAfter
-		s.viewAt, s.blind, s.fromRecord = at, false, false
-		s.deniedCost, s.deniedUntil = v.deniedCost, v.deniedUntil
+		s.viewAt, s.blind, s.fromRecord = v.at, false, false
+		s.deniedCost, s.deniedUntil = 0, 0
+		if v.denied {
+			s.deniedCost, s.deniedUntil = v.deniedCost, v.at+int64(hold(*l, v.retryAfter))
+		}
 	}
 	s.lastUse = max(s.lastUse, now)
 	s.mu.Unlock()
@@ -209,6 +221,7 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 // made from fp's shard read before the check found fp had no slot: while
 // it is unchanged, fp still has none, and the slots are not looked up.
 func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, made uint64, r *sluice.HitResult, now int64) {
+	limit := a.limitSum(&c.Hits[i].Limit, c.Shadow)
 	sh := a.seen.shard(fp)
 	sh.mu.Lock()
 	if sh.made.Load() != made {
@@ -220,7 +233,7 @@ func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, made uint64, r
 			return
 		}
 	}
-	sh.put(fp, c, i, r, now)
+	sh.put(fp, c, i, limit, r, now)
 	sh.mu.Unlock()
 }
 
