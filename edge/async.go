@@ -463,6 +463,9 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 		return nil
 	}
 	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
+	if a.seen != nil {
+		a.seen.slotCount(fp).Add(1)
+	}
 	sh.m[fp] = s
 	a.keys.Add(1)
 	a.bytes.Add(size)

@@ -42,10 +42,14 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
 		fps[i] = fp
-		if a.seen != nil {
-			made[i] = a.seen.shard(fp).made.Load()
+		if a.seen == nil {
+			slots[i] = a.slot(fp)
+		} else if made[i] = a.seen.shard(fp).made.Load(); a.seen.slotCount(fp).Load() > 0 {
+			// Else no slot of the key's set, so none of the key: the
+			// map is not read (most keys seen once).
+			slots[i] = a.slot(fp)
 		}
-		if slots[i] = a.slot(fp); slots[i] != nil {
+		if slots[i] != nil {
 			continue
 		}
 		switch {
@@ -546,6 +550,9 @@ func (a *Async) remove(sh *asyncShard, s *slot) {
 	a.pending.Add(-s.pending)
 	s.pending, s.owed = 0, owed{}
 	delete(sh.m, s.fp)
+	if a.seen != nil {
+		a.seen.slotCount(s.fp).Add(^uint32(0))
+	}
 	a.keys.Add(-1)
 	a.bytes.Add(-keyBytes(&s.key))
 }

@@ -37,6 +37,11 @@ type seenShard struct {
 	views []seenView
 	mask  uint64 // sets - 1
 	hand  uint64 // rotates over the ways: the next entry a full set loses
+	// slots counts, per set, the slots whose fingerprint falls in it
+	// (added before a slot is in the map, taken after it is out): a check
+	// of a key whose set counts none knows it has no slot without reading
+	// the map (see slotCount).
+	slots []atomic.Uint32
 	// made counts the slots made from the shard's entries (promote), the
 	// only way a slot is made while the table is in use: an answer about
 	// a key that had no slot when made had not changed finds none (see
@@ -61,8 +66,12 @@ type seenTable struct {
 	bytes  int64 // the table's size, counted against MaxBytes
 }
 
-// seenEntryBytes is what the table holds per entry: 72 bytes.
-const seenEntryBytes = int64(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(seenView{}))
+// seenEntryBytes is what the table holds per entry: 72 bytes, and
+// seenSetBytes per set besides (its count of slots).
+const (
+	seenEntryBytes = int64(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(seenView{}))
+	seenSetBytes   = int64(unsafe.Sizeof(atomic.Uint32{}))
+)
 
 // pageSeen is the views per 4 KiB page.
 const pageSeen = 4096 / int(unsafe.Sizeof(seenView{}))
@@ -75,7 +84,7 @@ const seenShare = 4
 // ways per shard, a power of two), fewer if that would take more than
 // maxBytes/seenShare; nil if even one set per shard would.
 func newSeenTable(keys, maxBytes int64) *seenTable {
-	perSet := ways * asyncShards * seenEntryBytes
+	perSet := (ways*seenEntryBytes + seenSetBytes) * asyncShards
 	if perSet > maxBytes/seenShare {
 		return nil
 	}
@@ -88,6 +97,7 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 		sh := &t.shards[i]
 		sh.tags = make([]uint64, sets*ways)
 		sh.views = make([]seenView, sets*ways)
+		sh.slots = make([]atomic.Uint32, sets)
 		sh.mask = uint64(sets - 1)
 		// Touched now, a page at a time, as the first-sight table is: the
 		// table is resident from the start, and a check never pays for
@@ -104,6 +114,12 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 
 func (t *seenTable) shard(fp fingerprint) *seenShard {
 	return &t.shards[fp.hi%asyncShards]
+}
+
+// slotCount returns the count of slots of fp's set (see seenShard.slots).
+func (t *seenTable) slotCount(fp fingerprint) *atomic.Uint32 {
+	sh := t.shard(fp)
+	return &sh.slots[fp.lo&sh.mask]
 }
 
 // find returns the index of fp's entry, or -1. The shard is locked.

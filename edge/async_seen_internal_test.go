@@ -23,12 +23,13 @@ func TestSeenTableWithinMaxBytes(t *testing.T) {
 		}
 		var n int64
 		for i := range tab.shards {
-			n += int64(len(tab.shards[i].tags))*8 + int64(len(tab.shards[i].views))*int64(unsafe.Sizeof(seenView{}))
+			sh := &tab.shards[i]
+			n += int64(len(sh.tags))*8 + int64(len(sh.views))*int64(unsafe.Sizeof(seenView{})) + int64(len(sh.slots))*4
 		}
 		if n != tab.bytes || n > c.bytes/seenShare {
 			t.Errorf("%d keys, MaxBytes %d: table of %d bytes, counted %d, want at most %d", c.keys, c.bytes, n, tab.bytes, c.bytes/seenShare)
 		}
-		if entries := n / seenEntryBytes; entries < c.keys && 2*n <= c.bytes/seenShare {
+		if entries := int64(len(tab.shards[0].tags)) * asyncShards; entries < c.keys && 2*n <= c.bytes/seenShare {
 			t.Errorf("%d keys, MaxBytes %d: %d entries", c.keys, c.bytes, entries)
 		}
 	}
