@@ -2,7 +2,10 @@ package edge
 
 import (
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/sluicehq/sluice"
 )
 
 // TestSeenViewIsOneCacheLine: a view of the seen table is one cache line,
@@ -35,5 +38,41 @@ func TestSeenTableWithinMaxBytes(t *testing.T) {
 	}
 	if tab := newSeenTable(100, 64<<10); tab != nil {
 		t.Errorf("a table of %d bytes for MaxBytes 64 KiB, want none", tab.bytes)
+	}
+}
+
+// TestSeenSetGivesEntriesUpInTurn: a full set takes a new key's answer in
+// place of its entries in turn, never of a free one's, and keeps the later
+// of two answers about one key.
+func TestSeenSetGivesEntriesUpInTurn(t *testing.T) {
+	tab := newSeenTable(1, 1<<20) // one set per shard
+	sh := &tab.shards[0]
+	fp := func(i uint64) fingerprint { return fingerprint{lo: i, hi: i << 8 * asyncShards} }
+	c := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: "k", Limit: sluice.Limit{Rate: 10, Window: time.Second}}}}
+	r := &sluice.HitResult{Allowed: true, Remaining: 9}
+	for i := range uint64(ways) {
+		sh.put(fp(i+1), &c, 0, 7, r, 100)
+	}
+	for i := range uint64(ways) {
+		if sh.find(fp(i+1)) < 0 {
+			t.Fatalf("key %d lost while the set had room", i+1)
+		}
+	}
+	sh.put(fp(100), &c, 0, 7, r, 200)
+	sh.put(fp(101), &c, 0, 7, r, 200)
+	lost := 0
+	for i := range uint64(ways) {
+		if sh.find(fp(i+1)) < 0 {
+			lost++
+		}
+	}
+	if lost != 2 || sh.find(fp(100)) < 0 || sh.find(fp(101)) < 0 {
+		t.Errorf("two keys into a full set: %d old ones lost, want 2 (and the new ones kept)", lost)
+	}
+	later := &sluice.HitResult{Allowed: true, Remaining: 3}
+	sh.put(fp(100), &c, 0, 7, later, 300)
+	sh.put(fp(100), &c, 0, 7, r, 250) // an earlier answer, arriving after
+	if v := sh.views[sh.find(fp(100))]; v.remaining != 3 || v.at != 300 {
+		t.Errorf("view %+v, want the answer of 300 (3 remaining)", v)
 	}
 }
