@@ -36,15 +36,13 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	}
 	now := a.mono()
 	var slots [sluice.MaxHits]*slot
-	var fps [sluice.MaxHits]fingerprint
-	var made [sluice.MaxHits]uint64 // see seeAnswer
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
-		fps[i] = fp
+		var made uint64 // see seeAnswer
 		if a.seen == nil {
 			slots[i] = a.slot(fp)
-		} else if made[i] = a.seen.shard(fp).made.Load(); a.seen.slotCount(fp).Load() > 0 {
+		} else if made = a.seen.madeCount(fp).Load(); a.seen.slotCount(fp).Load() > 0 {
 			// Else no slot of the key's set, so none of the key: the
 			// map is not read (most keys seen once).
 			slots[i] = a.slot(fp)
@@ -54,28 +52,15 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		}
 		switch {
 		case a.seen != nil:
-			slots[i] = a.promote(&k, fp, now)
+			if slots[i] = a.promote(&k, fp, now); slots[i] == nil {
+				return a.checkSeen(ctx, &c, i, fp, made, d, now)
+			}
 		case len(c.Hits) == 1 && a.first != nil:
 			return a.checkFirst(ctx, &c, fp, d)
 		default:
-			slots[i] = a.firstSightSlot(&c, &k, fp, now)
-		}
-		if slots[i] == nil && a.seen != nil {
-			for j := range c.Hits {
-				if j > i {
-					k := slotKeyOf(&c, j)
-					fps[j] = a.fingerprint(&k)
-				}
-				if j != i {
-					// A key with a slot, or not looked up: a count
-					// older than any to come has its slot looked up.
-					made[j] = a.seen.shard(fps[j]).made.Load() - 1
-				}
+			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
+				return a.checkSync(ctx, c, d, now, nil)
 			}
-			return a.checkSeen(ctx, &c, fps[:len(c.Hits)], made[:len(c.Hits)], d, now)
-		}
-		if slots[i] == nil {
-			return a.checkSync(ctx, c, d, now, nil)
 		}
 	}
 	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
@@ -291,22 +276,33 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	return err
 }
 
-// checkSeen passes c, some of whose keys have no slot, to the store, and
-// takes its reply as the view of c's keys (fps, their fingerprints): of
-// their slots, or else of their entries in the seen table. The key's next
-// check makes its slot (see promote), so a key checked once costs no slot.
-func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, fps []fingerprint, made []uint64, d *sluice.Decision, now int64) error {
+// checkSeen passes c to the store, whose hit i (fingerprint fp) has no
+// slot, and takes its reply as the view of c's keys: of their slots, or
+// else of their entries in the seen table. The key's next check makes its
+// slot (see promote), so a key checked once costs no slot. made is the
+// count of slots made from fp's shard of the seen table read before the
+// check found fp had no slot (see seeAnswer).
+func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp fingerprint, made uint64, d *sluice.Decision, now int64) error {
 	a.sync.Add(1)
 	a.asking.Add(1)
 	err := a.next.Check(ctx, *c, d)
 	a.asking.Add(-1)
 	// A degraded decision says nothing of the shared usage.
-	if err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits) {
-		for i := range c.Hits {
-			a.seeAnswer(c, i, fps[i], made[i], &d.Hits[i], now)
-		}
+	if err != nil || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
+		return err
 	}
-	return err
+	for j := range c.Hits {
+		if j == i {
+			a.seeAnswer(c, j, fp, made, &d.Hits[j], now)
+			continue
+		}
+		// A key with a slot, or not looked up: a count older than any
+		// to come has its slot looked up.
+		k := slotKeyOf(c, j)
+		fpj := a.fingerprint(&k)
+		a.seeAnswer(c, j, fpj, a.seen.madeCount(fpj).Load()-1, &d.Hits[j], now)
+	}
+	return nil
 }
 
 // setView takes r, the store's answer about hit i of c at now, as the view

@@ -42,12 +42,7 @@ type seenShard struct {
 	// of a key whose set counts none knows it has no slot without reading
 	// the map (see slotCount).
 	slots []atomic.Uint32
-	// made counts the slots made from the shard's entries (promote), the
-	// only way a slot is made while the table is in use: an answer about
-	// a key that had no slot when made had not changed finds none (see
-	// seeAnswer).
-	made atomic.Uint64
-	_    [16]byte // no false sharing with the next shard's lock
+	_     [24]byte // no false sharing with the next shard's lock
 }
 
 // seenTag is what the table keeps of fp: its high word (fp.lo picks the
@@ -63,7 +58,17 @@ func seenTag(fp fingerprint) uint64 { return fp.hi | 1 }
 // entry or string copy for the collector to mark and sweep.
 type seenTable struct {
 	shards [asyncShards]seenShard
-	bytes  int64 // the table's size, counted against MaxBytes
+	// made counts, per shard, the slots made from its entries (promote),
+	// the only way a slot is made while the table is in use: an answer
+	// about a key that had no slot when the count was read finds none
+	// while the count is unchanged (see seeAnswer). Apart from the
+	// shards, whose locks change with every answer: read by every check,
+	// written only when a slot is made.
+	made [asyncShards]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}
+	bytes int64 // the table's size, counted against MaxBytes
 }
 
 // seenEntryBytes is what the table holds per entry: 72 bytes, and
@@ -114,6 +119,11 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 
 func (t *seenTable) shard(fp fingerprint) *seenShard {
 	return &t.shards[fp.hi%asyncShards]
+}
+
+// madeCount returns the count of slots made from fp's shard.
+func (t *seenTable) madeCount(fp fingerprint) *atomic.Uint64 {
+	return &t.made[fp.hi%asyncShards].n
 }
 
 // slotCount returns the count of slots of fp's set (see seenShard.slots).
@@ -214,7 +224,7 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 		return nil
 	}
 	sh.tags[i] = 0
-	sh.made.Add(1)
+	a.seen.madeCount(fp).Add(1)
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {
 		s.key = *k
@@ -240,7 +250,7 @@ func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, made uint64, r
 	limit := a.limitSum(&c.Hits[i].Limit, c.Shadow)
 	sh := a.seen.shard(fp)
 	sh.mu.Lock()
-	if sh.made.Load() != made {
+	if a.seen.madeCount(fp).Load() != made {
 		if s := a.slot(fp); s != nil {
 			sh.mu.Unlock()
 			s.mu.Lock()
