@@ -32,8 +32,10 @@ type seenView struct {
 // beside it, their views, so that a lookup reads one line of tags and the
 // one view that matches.
 type seenShard struct {
-	mu    sync.Mutex
-	tags  []uint64 // seenTag of the key's fingerprint; 0: free
+	mu sync.Mutex
+	// tags hold seenTag of each entry's fingerprint, 0 when free: written
+	// under mu, read without it by has.
+	tags  []atomic.Uint64
 	views []seenView
 	mask  uint64 // sets - 1
 	hand  uint64 // rotates over the ways: the next entry a full set loses
@@ -100,7 +102,7 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 	t := &seenTable{bytes: sets * perSet}
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.tags = make([]uint64, sets*ways)
+		sh.tags = make([]atomic.Uint64, sets*ways)
 		sh.views = make([]seenView, sets*ways)
 		sh.slots = make([]atomic.Uint32, sets)
 		sh.mask = uint64(sets - 1)
@@ -108,7 +110,7 @@ func newSeenTable(keys, maxBytes int64) *seenTable {
 		// table is resident from the start, and a check never pays for
 		// faulting in its page.
 		for j := 0; j < len(sh.tags); j += 4096 / 8 {
-			sh.tags[j] = 0
+			sh.tags[j].Store(0)
 		}
 		for j := 0; j < len(sh.views); j += pageSeen {
 			sh.views[j].at = 0
@@ -135,12 +137,19 @@ func (t *seenTable) slotCount(fp fingerprint) *atomic.Uint32 {
 // find returns the index of fp's entry, or -1. The shard is locked.
 func (sh *seenShard) find(fp fingerprint) int {
 	base, tag := int(fp.lo&sh.mask)*ways, seenTag(fp)
-	for i, t := range sh.tags[base : base+ways] {
-		if t == tag {
+	for i := range sh.tags[base : base+ways] {
+		if sh.tags[base+i].Load() == tag {
 			return base + i
 		}
 	}
 	return -1
+}
+
+// has reports whether fp may have an entry, without the lock: false is
+// sure but for an answer written meanwhile (the check then asks the store
+// as if it were not there, and writes its own answer).
+func (sh *seenShard) has(fp fingerprint) bool {
+	return sh.find(fp) >= 0
 }
 
 // put takes r, the store's answer about hit i of c at now, as the view of
@@ -156,8 +165,8 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r
 	if j < 0 {
 		base := int(fp.lo&sh.mask) * ways
 		j = base + int(sh.hand%ways)
-		for x, t := range sh.tags[base : base+ways] {
-			if t == 0 {
+		for x := range sh.tags[base : base+ways] {
+			if sh.tags[base+x].Load() == 0 {
 				j = base + x
 				break
 			}
@@ -165,7 +174,7 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r
 		if j == base+int(sh.hand%ways) {
 			sh.hand++
 		}
-		sh.tags[j] = seenTag(fp)
+		sh.tags[j].Store(seenTag(fp))
 	}
 	sh.views[j] = seenView{
 		at: now, remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
@@ -180,7 +189,7 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r
 // The shard is locked.
 func (sh *seenShard) forget(fp fingerprint) {
 	if i := sh.find(fp); i >= 0 {
-		sh.tags[i] = 0
+		sh.tags[i].Store(0)
 	}
 }
 
@@ -208,6 +217,9 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 	l := &k.hit.Limit
 	limit := a.limitSum(l, k.shadow)
 	sh := a.seen.shard(fp)
+	if !sh.has(fp) {
+		return nil // most keys seen once: no lock taken
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i := sh.find(fp)
@@ -223,7 +235,7 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 		a.overflow.Add(1)
 		return nil
 	}
-	sh.tags[i] = 0
+	sh.tags[i].Store(0)
 	a.seen.madeCount(fp).Add(1)
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -9,10 +10,14 @@ import (
 )
 
 // TestSeenViewIsOneCacheLine: a view of the seen table is one cache line,
-// so that a lookup reads one line of tags and one of view.
+// so that a lookup reads one line of tags and one of view; a tag is 8
+// bytes.
 func TestSeenViewIsOneCacheLine(t *testing.T) {
 	if n := unsafe.Sizeof(seenView{}); n != 64 {
 		t.Errorf("seenView is %d bytes, want 64", n)
+	}
+	if n := unsafe.Sizeof(atomic.Uint64{}); n != 8 {
+		t.Errorf("a tag is %d bytes, want 8", n)
 	}
 }
 
