@@ -466,7 +466,7 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 	}
 	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
 	if a.seen != nil {
-		a.seen.slotCount(fp).Add(1)
+		a.seen.meta(fp).Add(1) // the set's count of slots
 	}
 	sh.m[fp] = s
 	a.keys.Add(1)

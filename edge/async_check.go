@@ -42,10 +42,13 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		var made uint64 // see seeAnswer
 		if a.seen == nil {
 			slots[i] = a.slot(fp)
-		} else if made = a.seen.madeCount(fp).Load(); a.seen.slotCount(fp).Load() > 0 {
-			// Else no slot of the key's set, so none of the key: the
-			// map is not read (most keys seen once).
+		} else if meta := a.seen.meta(fp).Load(); uint32(meta) > 0 {
+			made = meta / madeOne
 			slots[i] = a.slot(fp)
+		} else {
+			// No slot of the key's set, so none of the key: the map is
+			// not read (most keys seen once).
+			made = meta / madeOne
 		}
 		if slots[i] != nil {
 			continue
@@ -280,7 +283,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 // slot, and takes its reply as the view of c's keys: of their slots, or
 // else of their entries in the seen table. The key's next check makes its
 // slot (see promote), so a key checked once costs no slot. made is the
-// count of slots made from fp's shard of the seen table read before the
+// count of slots made from fp's set of the seen table read before the
 // check found fp had no slot (see seeAnswer).
 func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp fingerprint, made uint64, d *sluice.Decision, now int64) error {
 	a.sync.Add(1)
@@ -300,7 +303,7 @@ func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp finger
 		// to come has its slot looked up.
 		k := slotKeyOf(c, j)
 		fpj := a.fingerprint(&k)
-		a.seeAnswer(c, j, fpj, a.seen.madeCount(fpj).Load()-1, &d.Hits[j], now)
+		a.seeAnswer(c, j, fpj, a.seen.meta(fpj).Load()/madeOne-1, &d.Hits[j], now)
 	}
 	return nil
 }
@@ -547,7 +550,7 @@ func (a *Async) remove(sh *asyncShard, s *slot) {
 	s.pending, s.owed = 0, owed{}
 	delete(sh.m, s.fp)
 	if a.seen != nil {
-		a.seen.slotCount(s.fp).Add(^uint32(0))
+		a.seen.meta(s.fp).Add(^uint64(0)) // the set's count of slots, less one
 	}
 	a.keys.Add(-1)
 	a.bytes.Add(-keyBytes(&s.key))

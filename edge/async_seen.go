@@ -28,24 +28,31 @@ type seenView struct {
 }
 
 // seenShard is one shard of the table of keys seen: a set-associative
-// array of tags (ways per set, 8 bytes each: one cache line per set) and,
-// beside it, their views, so that a lookup reads one line of tags and the
-// one view that matches.
+// array of sets of seenWays entries, each set one cache line of tags (8
+// bytes each) and its meta word, and beside them the entries' views, so
+// that a lookup reads one line of tags and the one view that matches.
 type seenShard struct {
 	mu sync.Mutex
-	// tags hold seenTag of each entry's fingerprint, 0 when free: written
-	// under mu, read without it by has.
+	// tags hold, per set, seenWays tags (seenTag of each entry's
+	// fingerprint, 0 when free: written under mu, read without it) and
+	// the set's meta word: in its low 32 bits the count of slots whose
+	// fingerprint falls in the set (added before a slot is in the map,
+	// taken after it is out: a check of a key whose set counts none
+	// knows it has no slot without reading the map), in its high 32 bits
+	// the count of slots made from the set's entries (see seeAnswer).
 	tags  []atomic.Uint64
-	views []seenView
-	mask  uint64 // sets - 1
-	hand  uint64 // rotates over the ways: the next entry a full set loses
-	// slots counts, per set, the slots whose fingerprint falls in it
-	// (added before a slot is in the map, taken after it is out): a check
-	// of a key whose set counts none knows it has no slot without reading
-	// the map (see slotCount).
-	slots []atomic.Uint32
-	_     [24]byte // no false sharing with the next shard's lock
+	views []seenView // seenWays per set
+	mask  uint64     // sets - 1
+	hand  uint64     // rotates over the ways: the next entry a full set loses
+	_     [16]byte   // no false sharing with the next shard's lock
 }
+
+// seenWays is the entries of a set: 7 tags and the meta word make one
+// 64-byte line.
+const seenWays = 7
+
+// madeOne is what making a slot from a set adds to its meta word.
+const madeOne = 1 << 32
 
 // seenTag is what the table keeps of fp: its high word (fp.lo picks the
 // set), never 0. Two keys of one set share a tag with probability 2^-63
@@ -56,29 +63,17 @@ func seenTag(fp fingerprint) uint64 { return fp.hi | 1 }
 // seenTable remembers, without a slot, the store's last answer about keys
 // checked by the store once (with FirstSight 0): a key's next check makes
 // the slot from it (Async.promote). A key checked once then costs an entry
-// of seenEntryBytes of a table allocated once, and no heap object, map
-// entry or string copy for the collector to mark and sweep.
+// of a table allocated once (73 bytes: its view and tag, and its share
+// of its set's meta word), and no heap object, map entry or string copy
+// for the collector to mark and sweep.
 type seenTable struct {
 	shards [asyncShards]seenShard
-	// made counts, per shard, the slots made from its entries (promote),
-	// the only way a slot is made while the table is in use: an answer
-	// about a key that had no slot when the count was read finds none
-	// while the count is unchanged (see seeAnswer). Apart from the
-	// shards, whose locks change with every answer: read by every check,
-	// written only when a slot is made.
-	made [asyncShards]struct {
-		n atomic.Uint64
-		_ [56]byte
-	}
-	bytes int64 // the table's size, counted against MaxBytes
+	bytes  int64 // the table's size, counted against MaxBytes
 }
 
-// seenEntryBytes is what the table holds per entry: 72 bytes, and
-// seenSetBytes per set besides (its count of slots).
-const (
-	seenEntryBytes = int64(unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(seenView{}))
-	seenSetBytes   = int64(unsafe.Sizeof(atomic.Uint32{}))
-)
+// seenSetBytes is what the table holds per set: a line of tags and meta
+// word, and seenWays views.
+const seenSetBytes = int64(8*unsafe.Sizeof(uint64(0)) + seenWays*unsafe.Sizeof(seenView{}))
 
 // pageSeen is the views per 4 KiB page.
 const pageSeen = 4096 / int(unsafe.Sizeof(seenView{}))
@@ -88,23 +83,22 @@ const pageSeen = 4096 / int(unsafe.Sizeof(seenView{}))
 const seenShare = 4
 
 // newSeenTable returns a table of at least keys entries (whole sets of
-// ways per shard, a power of two), fewer if that would take more than
+// seenWays per shard, a power of two), fewer if that would take more than
 // maxBytes/seenShare; nil if even one set per shard would.
 func newSeenTable(keys, maxBytes int64) *seenTable {
-	perSet := (ways*seenEntryBytes + seenSetBytes) * asyncShards
+	perSet := seenSetBytes * asyncShards
 	if perSet > maxBytes/seenShare {
 		return nil
 	}
 	sets := int64(1)
-	for sets*ways*asyncShards < keys && 2*sets*perSet <= maxBytes/seenShare {
+	for sets*seenWays*asyncShards < keys && 2*sets*perSet <= maxBytes/seenShare {
 		sets <<= 1
 	}
 	t := &seenTable{bytes: sets * perSet}
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.tags = make([]atomic.Uint64, sets*ways)
-		sh.views = make([]seenView, sets*ways)
-		sh.slots = make([]atomic.Uint32, sets)
+		sh.tags = make([]atomic.Uint64, sets*8) // 64-byte aligned: a large allocation
+		sh.views = make([]seenView, sets*seenWays)
 		sh.mask = uint64(sets - 1)
 		// Touched now, a page at a time, as the first-sight table is: the
 		// table is resident from the start, and a check never pays for
@@ -123,23 +117,24 @@ func (t *seenTable) shard(fp fingerprint) *seenShard {
 	return &t.shards[fp.hi%asyncShards]
 }
 
-// madeCount returns the count of slots made from fp's shard.
-func (t *seenTable) madeCount(fp fingerprint) *atomic.Uint64 {
-	return &t.made[fp.hi%asyncShards].n
-}
-
-// slotCount returns the count of slots of fp's set (see seenShard.slots).
-func (t *seenTable) slotCount(fp fingerprint) *atomic.Uint32 {
+// meta returns the meta word of fp's set (see seenShard.tags).
+func (t *seenTable) meta(fp fingerprint) *atomic.Uint64 {
 	sh := t.shard(fp)
-	return &sh.slots[fp.lo&sh.mask]
+	return &sh.tags[int(fp.lo&sh.mask)*8+seenWays]
 }
 
-// find returns the index of fp's entry, or -1. The shard is locked.
+// tag returns the tag of entry e.
+func (sh *seenShard) tag(e int) *atomic.Uint64 {
+	return &sh.tags[e/seenWays*8+e%seenWays]
+}
+
+// find returns the index of fp's entry (in views), or -1.
 func (sh *seenShard) find(fp fingerprint) int {
-	base, tag := int(fp.lo&sh.mask)*ways, seenTag(fp)
-	for i := range sh.tags[base : base+ways] {
-		if sh.tags[base+i].Load() == tag {
-			return base + i
+	set, tag := int(fp.lo&sh.mask), seenTag(fp)
+	tags := sh.tags[set*8 : set*8+seenWays]
+	for w := range tags {
+		if tags[w].Load() == tag {
+			return set*seenWays + w
 		}
 	}
 	return -1
@@ -163,18 +158,20 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r
 		return // a later answer is already the view
 	}
 	if j < 0 {
-		base := int(fp.lo&sh.mask) * ways
-		j = base + int(sh.hand%ways)
-		for x := range sh.tags[base : base+ways] {
-			if sh.tags[base+x].Load() == 0 {
-				j = base + x
+		set := int(fp.lo & sh.mask)
+		tags := sh.tags[set*8 : set*8+seenWays]
+		w := int(sh.hand % seenWays)
+		for x := range tags {
+			if tags[x].Load() == 0 {
+				w = x
 				break
 			}
 		}
-		if j == base+int(sh.hand%ways) {
+		if w == int(sh.hand%seenWays) {
 			sh.hand++
 		}
-		sh.tags[j].Store(seenTag(fp))
+		tags[w].Store(seenTag(fp))
+		j = set*seenWays + w
 	}
 	sh.views[j] = seenView{
 		at: now, remaining: r.Remaining, used: r.Used, retryAfter: r.RetryAfter, resetAfter: r.ResetAfter,
@@ -189,7 +186,7 @@ func (sh *seenShard) put(fp fingerprint, c *sluice.Check, i int, limit uint64, r
 // The shard is locked.
 func (sh *seenShard) forget(fp fingerprint) {
 	if i := sh.find(fp); i >= 0 {
-		sh.tags[i].Store(0)
+		sh.tag(i).Store(0)
 	}
 }
 
@@ -235,8 +232,8 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 		a.overflow.Add(1)
 		return nil
 	}
-	sh.tags[i].Store(0)
-	a.seen.madeCount(fp).Add(1)
+	sh.tag(i).Store(0)
+	a.seen.meta(fp).Add(madeOne)
 	s.mu.Lock()
 	if s.viewAt == 0 && !s.dead {
 		s.key = *k
@@ -256,13 +253,13 @@ func (a *Async) promote(k *slotKey, fp fingerprint, now int64) *slot {
 // seeAnswer takes r, the store's answer about hit i of c at now, as the
 // view of its key: of its slot if it has one, else of its entry in the
 // seen table (no slot is made: see promote). made is the count of slots
-// made from fp's shard read before the check found fp had no slot: while
+// made from fp's set read before the check found fp had no slot: while
 // it is unchanged, fp still has none, and the slots are not looked up.
 func (a *Async) seeAnswer(c *sluice.Check, i int, fp fingerprint, made uint64, r *sluice.HitResult, now int64) {
 	limit := a.limitSum(&c.Hits[i].Limit, c.Shadow)
 	sh := a.seen.shard(fp)
 	sh.mu.Lock()
-	if a.seen.madeCount(fp).Load() != made {
+	if a.seen.meta(fp).Load()/madeOne != made {
 		if s := a.slot(fp); s != nil {
 			sh.mu.Unlock()
 			s.mu.Lock()
