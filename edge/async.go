@@ -62,12 +62,12 @@ type AsyncOptions struct {
 	// MaxKeys bounds the keys tracked. A check of a key that finds the
 	// table full is passed to the store synchronously (AsyncStats.Overflow).
 	// It also sizes the seen table (FirstSight 0): at least MaxKeys
-	// entries (131,072 for the default).
+	// entries (114,688 for the default).
 	// Must be >= 0; zero means DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus a fixed
 	// overhead of 400 bytes per key, like MaxKeys, and of the seen table
-	// (FirstSight 0: 72 bytes per entry, 9.5 MB for the default MaxKeys,
+	// (FirstSight 0: 73 bytes per entry, 8 MiB for the default MaxKeys,
 	// allocated by NewAsync, at most a quarter of MaxBytes; what it takes
 	// is not left for keys). Must be
 	// >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
@@ -100,15 +100,15 @@ type AsyncOptions struct {
 	// Second sight (FirstSight 0): the store's answer to a key's first
 	// check is kept, not in a slot (a heap object with the key's strings),
 	// but in the seen table: a set-associative array of at least MaxKeys
-	// entries of 72 bytes, no pointers, allocated once. The key's next check,
+	// entries of 73 bytes, no pointers, allocated once. The key's next check,
 	// within MaxViewAge and with the same limit, makes the slot from that
 	// answer and is decided locally, exactly as from a slot made by the
 	// answer: no store call is added. So a key checked once costs no slot,
 	// map entry or garbage; a key checked again costs what it did. The
 	// cost: a key whose entry was taken meanwhile by other keys seen once
-	// (a full set of 8 gives its entries up in turn) is asked of the
+	// (a full set of 7 gives its entries up in turn) is asked of the
 	// store again at its second check, and gets its slot at its third.
-	// A MaxBytes too small for the table (under 145 KiB) keeps the old
+	// A MaxBytes too small for the table (under 128 KiB) keeps the old
 	// rule: a slot at the first answer.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
