@@ -61,11 +61,16 @@ type AsyncOptions struct {
 	Flushers int
 	// MaxKeys bounds the keys tracked. A check of a key that finds the
 	// table full is passed to the store synchronously (AsyncStats.Overflow).
+	// It also sizes the seen table (FirstSight 0): at least MaxKeys
+	// entries (114,688 for the default).
 	// Must be >= 0; zero means DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus a fixed
-	// overhead of 320 bytes per key, like MaxKeys. Must be >= 0; zero
-	// means DefaultAsyncMaxBytes (64 MiB).
+	// overhead of 400 bytes per key, like MaxKeys, and of the seen table
+	// (FirstSight 0: 73 bytes per entry, 8 MiB for the default MaxKeys,
+	// allocated by NewAsync, at most a quarter of MaxBytes; what it takes
+	// is not left for keys). Must be
+	// >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
 	// checks go to the store synchronously (while the store fails, that is
@@ -91,6 +96,20 @@ type AsyncOptions struct {
 	// Must be >= 0; zero, the default, checks a key's first sight with the
 	// store synchronously, so the accuracy bound does not depend on how
 	// many distinct keys clients send.
+	//
+	// Second sight (FirstSight 0): the store's answer to a key's first
+	// check is kept, not in a slot (a heap object with the key's strings),
+	// but in the seen table: a set-associative array of at least MaxKeys
+	// entries of 73 bytes, no pointers, allocated once. The key's next check,
+	// within MaxViewAge and with the same limit, makes the slot from that
+	// answer and is decided locally, exactly as from a slot made by the
+	// answer: no store call is added. So a key checked once costs no slot,
+	// map entry or garbage; a key checked again costs what it did. The
+	// cost: a key whose entry was taken meanwhile by other keys seen once
+	// (a full set of 7 gives its entries up in turn) is asked of the
+	// store again at its second check, and gets its slot at its third.
+	// A MaxBytes too small for the table (under 128 KiB) keeps the old
+	// rule: a slot at the first answer.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
@@ -141,7 +160,9 @@ type AsyncStats struct {
 // the cost admitted here and not yet sent, and sends each key's pending
 // cost to the store in the background every SyncInterval. Its local
 // decisions have Source sluice.FromLocalView. A key without a usable view
-// is decided by the store synchronously (or admitted up to FirstSight);
+// is decided by the store synchronously (or admitted up to FirstSight;
+// without FirstSight, its first answer waits in the seen table for the
+// key's second check, which makes its slot: see AsyncOptions.FirstSight);
 // so is a key whose budget here is spent while no denial by the store
 // stands on it, one caller per key at a time. It is safe for concurrent
 // use. It runs one coordinating goroutine and Flushers flusher goroutines,
@@ -165,6 +186,7 @@ type Async struct {
 
 	secret secret      // keys the fingerprints of slots
 	first  *firstTable // nil without FirstSight
+	seen   *seenTable  // nil with FirstSight, or a MaxBytes too small for it
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
@@ -314,6 +336,8 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	}
 	if a.firstSight > 0 {
 		a.first = newFirstTable(a.maxKeys)
+	} else if a.seen = newSeenTable(a.maxKeys, a.maxBytes); a.seen != nil {
+		a.maxBytes -= a.seen.bytes // what is left for slots
 	}
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
 	a.work = make(chan flushItem, flushers)
@@ -441,6 +465,9 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 		return nil
 	}
 	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
+	if a.seen != nil {
+		a.seen.meta(fp).Add(1) // the set's count of slots
+	}
 	sh.m[fp] = s
 	a.keys.Add(1)
 	a.bytes.Add(size)

@@ -39,10 +39,28 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
-		if slots[i] = a.slot(fp); slots[i] == nil {
-			if len(c.Hits) == 1 && a.first != nil {
-				return a.checkFirst(ctx, &c, fp, d)
+		var made uint64 // see seeAnswer
+		if a.seen == nil {
+			slots[i] = a.slot(fp)
+		} else if meta := a.seen.meta(fp).Load(); uint32(meta) > 0 {
+			made = meta / madeOne
+			slots[i] = a.slot(fp)
+		} else {
+			// No slot of the key's set, so none of the key: the map is
+			// not read (most keys seen once).
+			made = meta / madeOne
+		}
+		if slots[i] != nil {
+			continue
+		}
+		switch {
+		case a.seen != nil:
+			if slots[i] = a.promote(&k, fp, now); slots[i] == nil {
+				return a.checkSeen(ctx, &c, i, fp, made, d, now)
 			}
+		case len(c.Hits) == 1 && a.first != nil:
+			return a.checkFirst(ctx, &c, fp, d)
+		default:
 			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
 				return a.checkSync(ctx, c, d, now, nil)
 			}
@@ -261,6 +279,35 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 	return err
 }
 
+// checkSeen passes c to the store, whose hit i (fingerprint fp) has no
+// slot, and takes its reply as the view of c's keys: of their slots, or
+// else of their entries in the seen table. The key's next check makes its
+// slot (see promote), so a key checked once costs no slot. made is the
+// count of slots made from fp's set of the seen table read before the
+// check found fp had no slot (see seeAnswer).
+func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp fingerprint, made uint64, d *sluice.Decision, now int64) error {
+	a.sync.Add(1)
+	a.asking.Add(1)
+	err := a.next.Check(ctx, *c, d)
+	a.asking.Add(-1)
+	// A degraded decision says nothing of the shared usage.
+	if err != nil || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
+		return err
+	}
+	for j := range c.Hits {
+		if j == i {
+			a.seeAnswer(c, j, fp, made, &d.Hits[j], now)
+			continue
+		}
+		// A key with a slot, or not looked up: a count older than any
+		// to come has its slot looked up.
+		k := slotKeyOf(c, j)
+		fpj := a.fingerprint(&k)
+		a.seeAnswer(c, j, fpj, a.seen.meta(fpj).Load()/madeOne-1, &d.Hits[j], now)
+	}
+	return nil
+}
+
 // setView takes r, the store's answer about hit i of c at now, as the view
 // of s, locked: the last limit checked is the slot's, and a denial stands
 // until its RetryAfter (see hold).
@@ -445,6 +492,13 @@ func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 			}
 		}
 	}
+	if a.seen != nil {
+		// The store's answers about the keys, from before the reset.
+		for i := range c.Hits {
+			k := slotKeyOf(&c, i)
+			a.forgetSeen(a.fingerprint(&k))
+		}
+	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
@@ -495,6 +549,9 @@ func (a *Async) remove(sh *asyncShard, s *slot) {
 	a.pending.Add(-s.pending)
 	s.pending, s.owed = 0, owed{}
 	delete(sh.m, s.fp)
+	if a.seen != nil {
+		a.seen.meta(s.fp).Add(^uint64(0)) // the set's count of slots, less one
+	}
 	a.keys.Add(-1)
 	a.bytes.Add(-keyBytes(&s.key))
 }

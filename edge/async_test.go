@@ -255,8 +255,11 @@ func TestAsyncMaxKeys(t *testing.T) {
 				t.Errorf("key %d: source %v, want %v", k, d.Source, want)
 			}
 		}
-		if s := a.Stats(); s.Keys != 2 || s.Overflow != 2 {
-			t.Errorf("stats %+v, want 2 keys, 2 overflows", s)
+		// k2's first check goes to the store for want of a view (its answer
+		// is kept in the seen table, no slot is made); its second for want
+		// of room in the table: one overflow.
+		if s := a.Stats(); s.Keys != 2 || s.Overflow != 1 {
+			t.Errorf("stats %+v, want 2 keys, 1 overflow", s)
 		}
 	})
 }
@@ -421,8 +424,11 @@ func TestAsyncOneBudgetAcrossARateChange(t *testing.T) {
 		if admitted > 12 {
 			t.Errorf("admitted %d over checks of 10r/m and 12r/m on one state, want at most 12", admitted)
 		}
-		if s := a.Stats(); s.Keys != 1 {
-			t.Errorf("%d slots for one state, want 1", s.Keys)
+		// At most one: a state whose checks alternate limits has no view
+		// to decide from, and each goes to the store; the answers of a key
+		// without a slot are kept in the seen table, which makes none.
+		if s := a.Stats(); s.Keys > 1 {
+			t.Errorf("%d slots for one state, want at most 1", s.Keys)
 		}
 	})
 }
