@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -296,6 +297,14 @@ func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *
 	return true, 0
 }
 
+// lineHits is the capacity fillOne gives a Decision's Hits: as many
+// HitResults as fit in two cache lines (3 of 40 bytes, 120), which Go
+// allocates in its 128-byte size class, whose objects lie at multiples of
+// 128 bytes in their span and so fill two lines alone. (The 48-byte class
+// that one result would get puts the results of two Decisions, often two
+// callers on two cores, in one line.) TestHitsOwnLines holds it.
+const lineHits = 128 / int(unsafe.Sizeof(sluice.HitResult{}))
+
 // bucketMicros is a buckets limit's bucket length in µs.
 func bucketMicros(l *sluice.Limit) int64 {
 	return int64(l.Bucket() / time.Microsecond)
@@ -345,9 +354,15 @@ func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost 
 
 // fillOne is fill for a single hit decided by decideOne. Conclude sets
 // every field of d but Hits, so d.Hits is only resized, not cleared first.
+//
+// A Decision without storage gets lineHits results in cache lines of
+// their own (see lineHits), not Prepare's one: every check writes its
+// result, and two callers' 40-byte results side by side in one line
+// (Go's 48-byte size class) moved that line between the cores on every
+// check of either, whatever the store did.
 func fillOne(d *sluice.Decision, shadow bool, rate int64, o *algo.Outcome) {
 	if cap(d.Hits) == 0 {
-		d.Prepare(1)
+		d.Hits = make([]sluice.HitResult, 1, lineHits)
 	}
 	d.Hits = d.Hits[:1]
 	r := &d.Hits[0] // field by field: a composite literal is built on the stack and copied

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
@@ -494,6 +495,30 @@ func TestIdentityIsIdent(t *testing.T) {
 		change(&k)
 		if e.is(&k) {
 			t.Errorf("another %s: the entry takes %+v for %+v", name, k.State, base.State)
+		}
+	}
+}
+
+// TestHitsOwnLines checks that a Decision the store gives storage to gets
+// its results in cache lines no other object shares: every one at a
+// multiple of 128 bytes (the 128-byte size class), where the 48-byte class
+// of a single result would put most of them mid-line beside another's.
+// Two callers on two cores writing their results to one line moved it
+// between the cores on every check (issue 18's hot parallel column).
+func TestHitsOwnLines(t *testing.T) {
+	s := newStore(t, Options{})
+	l := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: sluice.Decay}
+	if n := lineHits * int(unsafe.Sizeof(sluice.HitResult{})); n <= 112 || n > 128 {
+		t.Fatalf("lineHits results take %d bytes, want 113 to 128 (the 128-byte size class)", n)
+	}
+	ds := make([]*sluice.Decision, 64)
+	for i := range ds {
+		ds[i] = new(sluice.Decision)
+		if err := s.Check(context.Background(), sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: l}}, Cost: 1}, ds[i]); err != nil {
+			t.Fatal(err)
+		}
+		if p := uintptr(unsafe.Pointer(&ds[i].Hits[0])); p%128 != 0 || cap(ds[i].Hits) != lineHits {
+			t.Fatalf("decision %d: results at %#x (mod 128: %d), capacity %d; want a multiple of 128 and %d", i, p, p%128, cap(ds[i].Hits), lineHits)
 		}
 	}
 }
