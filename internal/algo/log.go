@@ -463,6 +463,44 @@ func (s *Log) room(k int) int {
 	return 0
 }
 
+// LogChunk is a chunk a Log may take as its free one (see Spare).
+type LogChunk logChunk
+
+// NewLogChunk allocates a chunk for Spare. It writes the chunk, so that
+// its memory is faulted in here and not where Spare links it.
+func NewLogChunk() *LogChunk {
+	c := new(logChunk)
+	c.next = c
+	return (*LogChunk)(c)
+}
+
+// WantsChunk reports whether the next event recorded would allocate a
+// chunk: the tail is full and no free chunk is kept. A caller that
+// records under a lock others wait for (memstore's per-key lock)
+// allocates it before with NewLogChunk and hands it to Spare under the
+// lock, so that the allocation (which may wait for the collector) holds
+// no one up. Read without the lock it may be wrong, which costs a chunk
+// dropped or an allocation under the lock, never a wrong event.
+func (s *Log) WantsChunk() bool {
+	k := 1
+	if s.wide() {
+		k = 2
+	}
+	return s.tail != nil && s.tail != &oneEvent && s.meta&freeBit == 0 && s.count()+k > s.slots()
+}
+
+// Spare links c after the tail as the log's free chunk, the next to
+// fill, if the log wants one (WantsChunk); else c is dropped.
+func (s *Log) Spare(c *LogChunk) {
+	if !s.WantsChunk() {
+		return
+	}
+	f := (*logChunk)(c)
+	f.next = s.tail.next
+	s.tail.next = f
+	s.meta |= freeBit
+}
+
 // widen turns a chunked packed or dense log wide: its events are copied
 // into new chunks of two words per event (rare: it allocates).
 func (s *Log) widen() { s.rebuild(wideBit) }

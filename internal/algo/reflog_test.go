@@ -167,6 +167,12 @@ func TestLogIsRefLog(t *testing.T) {
 			default:
 				now += rng.Int64N(step)
 			}
+			if s.WantsChunk() && rng.IntN(2) == 0 {
+				s.Spare(NewLogChunk()) // as memstore's recording without the shard's lock
+				if s.WantsChunk() || s.meta&freeBit == 0 {
+					t.Fatalf("run %d op %d: Spare left %+v wanting a chunk", run, i, s)
+				}
+			}
 			cost := 1 + rng.Int64N(3)
 			if p.Rate > 1<<20 && rng.IntN(3) == 0 {
 				cost = 1<<20 + rng.Int64N(1<<20)
