@@ -283,8 +283,18 @@ func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *
 	if (uint64(es>>1)+hash)%sweepEvery == 0 {
 		return false, sweepEvery
 	}
+	// A log about to take a new chunk gets it before the lock: the
+	// allocation may wait for the collector, and a check waiting for
+	// this lock would spin all that time (see algo.Log.WantsChunk).
+	var spare *algo.LogChunk
+	if e.algorithm == codeLog && cost > 0 && e.logState().WantsChunk() {
+		spare = algo.NewLogChunk()
+	}
 	if es&1 != 0 || !atomic.CompareAndSwapUint32(&e.seq, es, es+1) {
 		return false, 1
+	}
+	if spare != nil {
+		e.logState().Spare(spare)
 	}
 	allowed, _ := decideOne(e, p, shadow, o, now, cost)
 	if allowed && cost > 0 {

@@ -57,13 +57,22 @@ const (
 	costMask   = 1<<costBits - 1
 	maxDelta   = 1<<deltaBits - 1
 
-	countMask = 1<<4 - 1 // meta: the words used in the tail chunk
-	wideBit   = 1 << 4   // meta: two words per event
-	freeBit   = 1 << 5   // meta: the tail's next is a free chunk, the next to fill
-	loShift   = 6        // meta: the oldest event's word in the oldest chunk, 4 bits
-	loMask    = 15 << loShift
-	spanShift = 12                    // meta: packed, the newest instant less the oldest, in the bits above
-	maxSpan   = 1<<(64-spanShift) - 1 // over sluice.MaxWindow: a log's events span less than its window
+	// A dense log keeps an event in half a word (a slot): its distance
+	// from the event before in the high 32−denseCostBits bits, its cost
+	// in the low denseCostBits bits. Half the bytes of a packed event, so
+	// half the chunks to allocate, fault in and mark per event.
+	chunkSlots    = 2 * chunkWords
+	denseCostBits = 8
+	denseCostMask = 1<<denseCostBits - 1
+	maxDenseDelta = 1<<(32-denseCostBits) - 1
+	countMask     = 1<<5 - 1 // meta: the slots (dense) or words used in the tail chunk
+	wideBit       = 1 << 5   // meta: two words per event
+	freeBit       = 1 << 6   // meta: the tail's next is a free chunk, the next to fill
+	loShift       = 7        // meta: the oldest event's slot or word in the oldest chunk, 5 bits
+	loMask        = 31 << loShift
+	denseBit      = 1 << 12               // meta: half a word per event
+	spanShift     = 13                    // meta: packed or dense, the newest instant less the oldest, in the bits above
+	maxSpan       = 1<<(64-spanShift) - 1 // over sluice.MaxWindow: a log's events span less than its window
 
 	// maxLogChunks bounds the walks through a log's chunks, for a reader
 	// without the store's lock (memstore's peek), which may follow links
@@ -77,11 +86,36 @@ var oneEvent logChunk
 
 func (s *Log) count() int      { return int(s.meta & countMask) }
 func (s *Log) wide() bool      { return s.meta&wideBit != 0 }
+func (s *Log) dense() bool     { return s.meta&(denseBit|wideBit) == denseBit } // wide wins: a torn read may set both
 func (s *Log) span() int64     { return int64(s.meta >> spanShift) }
 func (s *Log) lo() int         { return int(s.meta&loMask) >> loShift }
 func (s *Log) setLo(i int)     { s.meta = s.meta&^loMask | uint64(i)<<loShift }
 func (s *Log) setSpan(d int64) { s.meta = uint64(d)<<spanShift | s.meta&(1<<spanShift-1) }
 func (s *Log) setCount(n int)  { s.meta = s.meta&^countMask | uint64(n) }
+
+// slots returns how many words (or, dense, slots) a chunk holds.
+func (s *Log) slots() int {
+	if s.dense() {
+		return chunkSlots
+	}
+	return chunkWords
+}
+
+// word returns slot or word i of c as a packed word (distance and cost).
+func (c *logChunk) word(i int, dense bool) uint64 {
+	if !dense {
+		return c.w[i]
+	}
+	x := uint64(uint32(c.w[i>>1] >> (32 * (i & 1))))
+	return x>>denseCostBits<<costBits | x&denseCostMask
+}
+
+// setSlot sets dense slot i of c to the distance d and the cost.
+func (c *logChunk) setSlot(i int, d, cost uint64) {
+	x := d<<denseCostBits | cost
+	sh := 32 * uint(i&1)
+	c.w[i>>1] = c.w[i>>1]&^(0xffffffff<<sh) | x<<sh
+}
 
 // head returns the oldest chunk of a chunked log.
 func (s *Log) head() *logChunk {
@@ -100,7 +134,9 @@ type logIter struct {
 	c, tail  *logChunk
 	i, end   int
 	count    int
+	slots    int
 	wide     bool
+	dense    bool
 	first    bool // the next event is the oldest: its instant is the Log's
 	one      bool // the log is one event, not yet read
 	steps    int
@@ -116,7 +152,8 @@ func (it *logIter) start(s *Log) {
 		it.one, it.at, it.cost = true, s.oldest, s.sum
 		return
 	}
-	it.tail, it.count, it.wide, it.first, it.at = s.tail, min(s.count(), chunkWords), s.wide(), true, s.oldest
+	it.slots, it.wide, it.dense = s.slots(), s.wide(), s.dense()
+	it.tail, it.count, it.first, it.at = s.tail, min(s.count(), it.slots), true, s.oldest
 	if it.c = s.head(); it.c != nil {
 		it.load(s.lo())
 	}
@@ -124,7 +161,7 @@ func (it *logIter) start(s *Log) {
 
 // load starts on chunk c at word lo.
 func (it *logIter) load(lo int) {
-	it.end = chunkWords
+	it.end = it.slots
 	if it.c == it.tail {
 		it.end = it.count
 	}
@@ -145,7 +182,7 @@ func (it *logIter) next() bool {
 				return true
 			}
 		} else if it.i < it.end {
-			x := it.c.w[it.i]
+			x := it.c.word(it.i, it.dense)
 			if !it.first {
 				it.at += int64(x >> costBits)
 			}
@@ -186,15 +223,10 @@ func (s *Log) newestCost() int64 {
 	if s.tail == &oneEvent {
 		return s.sum
 	}
-	return int64(s.tail.w[s.count()-1] & s.costMask())
-}
-
-// costMask is the mask of a cost in the log's words.
-func (s *Log) costMask() uint64 {
 	if s.wide() {
-		return ^uint64(0)
+		return int64(s.tail.w[s.count()-1])
 	}
-	return costMask
+	return int64(s.tail.word(s.count()-1, s.dense()) & costMask)
 }
 
 // used returns the cost of the events in (now − W, now]: sum, less the
@@ -236,10 +268,10 @@ func (s *Log) retryAfter(p Params, now int64, used, cost int64) int64 {
 		c := s.sum
 		if s.tail != &oneEvent {
 			h, lo := s.head(), s.lo()
-			if h == nil || lo >= chunkWords {
+			if h == nil || lo >= s.slots() {
 				return 0 // only in a torn read
 			}
-			c = int64(h.w[lo] & costMask)
+			c = int64(h.word(lo, s.dense()) & costMask)
 		}
 		if used-c+cost <= p.Rate {
 			return s.oldest + p.Window - now
@@ -298,10 +330,10 @@ func (s *Log) drop(horizon int64) {
 		}
 		return
 	}
-	wide, newest := s.wide(), s.oldest+s.span()
+	wide, dense, newest := s.wide(), s.dense(), s.oldest+s.span()
 	at, first := s.oldest, true
 	for c, lo := s.head(), s.lo(); ; lo = 0 {
-		end := chunkWords
+		end := s.slots()
 		if c == s.tail {
 			end = s.count()
 		}
@@ -310,7 +342,7 @@ func (s *Log) drop(horizon int64) {
 			if wide {
 				at, cost = int64(c.w[i]), int64(c.w[i+1])
 			} else {
-				x := c.w[i]
+				x := c.word(i, dense)
 				if !first {
 					at += int64(x >> costBits)
 				}
@@ -359,12 +391,25 @@ func (s *Log) push(at, cost int64) {
 		c := new(logChunk)
 		c.next = c
 		s.tail, s.meta = c, 0
-		if uint64(s.sum) > costMask {
+		switch {
+		case uint64(s.sum) > costMask:
 			s.meta = wideBit
 			s.put2(uint64(s.oldest), uint64(s.sum))
-		} else {
+		case uint64(s.sum) <= denseCostMask:
+			s.meta = denseBit
+			s.putSlot(0, uint64(s.sum))
+		default:
 			s.put1(uint64(s.sum))
 		}
+	}
+	if s.dense() {
+		d, span := at-(s.oldest+s.span()), at-s.oldest
+		if uint64(cost) <= denseCostMask && uint64(d) <= maxDenseDelta && uint64(span) <= maxSpan {
+			s.putSlot(uint64(d), uint64(cost))
+			s.setSpan(span)
+			return
+		}
+		s.rebuild(0) // packed, or wide below
 	}
 	if !s.wide() {
 		d, span := at-(s.oldest+s.span()), at-s.oldest
@@ -378,8 +423,15 @@ func (s *Log) push(at, cost int64) {
 	s.put2(uint64(at), uint64(cost))
 }
 
-// put1 appends a packed event's word, put2 a wide event's words, to the
-// tail chunk, or to the next one when they do not fit.
+// putSlot appends a dense event's slot, put1 a packed event's word, put2
+// a wide event's words, to the tail chunk, or to the next one when they
+// do not fit.
+func (s *Log) putSlot(d, cost uint64) {
+	n := s.room(1)
+	s.tail.setSlot(n, d, cost)
+	s.setCount(n + 1)
+}
+
 func (s *Log) put1(x uint64) {
 	n := s.room(1)
 	s.tail.w[n] = x
@@ -397,7 +449,7 @@ func (s *Log) put2(at, cost uint64) {
 // after the tail) when they do not fit.
 func (s *Log) room(k int) int {
 	n := s.count()
-	if n+k <= chunkWords {
+	if n+k <= s.slots() {
 		return n
 	}
 	f := s.tail.next
@@ -411,15 +463,68 @@ func (s *Log) room(k int) int {
 	return 0
 }
 
-// widen turns a chunked packed log wide: its events are copied into new
-// chunks of two words per event (rare: it allocates).
-func (s *Log) widen() {
+// LogChunk is a chunk a Log may take as its free one (see Spare).
+type LogChunk logChunk
+
+// NewLogChunk allocates a chunk for Spare. It writes the chunk, so that
+// its memory is faulted in here and not where Spare links it.
+func NewLogChunk() *LogChunk {
+	c := new(logChunk)
+	c.next = c
+	return (*LogChunk)(c)
+}
+
+// WantsChunk reports whether the next event recorded would allocate a
+// chunk: the tail is full and no free chunk is kept. A caller that
+// records under a lock others wait for (memstore's per-key lock)
+// allocates it before with NewLogChunk and hands it to Spare under the
+// lock, so that the allocation (which may wait for the collector) holds
+// no one up. Read without the lock it may be wrong, which costs a chunk
+// dropped or an allocation under the lock, never a wrong event.
+func (s *Log) WantsChunk() bool {
+	k := 1
+	if s.wide() {
+		k = 2
+	}
+	return s.tail != nil && s.tail != &oneEvent && s.meta&freeBit == 0 && s.count()+k > s.slots()
+}
+
+// Spare links c after the tail as the log's free chunk, the next to
+// fill, if the log wants one (WantsChunk); else c is dropped.
+func (s *Log) Spare(c *LogChunk) {
+	if !s.WantsChunk() {
+		return
+	}
+	f := (*logChunk)(c)
+	f.next = s.tail.next
+	s.tail.next = f
+	s.meta |= freeBit
+}
+
+// widen turns a chunked packed or dense log wide: its events are copied
+// into new chunks of two words per event (rare: it allocates).
+func (s *Log) widen() { s.rebuild(wideBit) }
+
+// rebuild copies a chunked log's events into new chunks of the form
+// given by meta, wideBit or 0 (packed), which must hold them all: a
+// dense log's events fit packed words, everyone's fit wide ones (rare:
+// it allocates).
+func (s *Log) rebuild(meta uint64) {
 	ev, sum := s.Events(), s.sum
 	c := new(logChunk)
 	c.next = c
-	*s = Log{tail: c, sum: sum, oldest: ev[0].At, meta: wideBit}
+	*s = Log{tail: c, sum: sum, oldest: ev[0].At, meta: meta}
+	prev := ev[0].At
 	for _, e := range ev {
-		s.put2(uint64(e.At), uint64(e.Cost))
+		if meta == wideBit {
+			s.put2(uint64(e.At), uint64(e.Cost))
+		} else {
+			s.put1(uint64(e.At-prev)<<costBits | uint64(e.Cost))
+		}
+		prev = e.At
+	}
+	if meta != wideBit {
+		s.setSpan(prev - s.oldest)
 	}
 }
 
@@ -428,15 +533,21 @@ func (s *Log) setLast(cost int64) {
 	switch {
 	case s.tail == &oneEvent:
 		return // its cost is sum
-	case !s.wide() && uint64(cost) > costMask:
+	case s.dense() && uint64(cost) > denseCostMask:
+		s.rebuild(0)
+	}
+	if !s.wide() && uint64(cost) > costMask {
 		s.widen()
 	}
 	n := s.count()
-	if s.wide() {
+	switch {
+	case s.wide():
 		s.tail.w[n-1] = uint64(cost)
-		return
+	case s.dense():
+		s.tail.setSlot(n-1, s.tail.word(n-1, true)>>costBits, uint64(cost))
+	default:
+		s.tail.w[n-1] = s.tail.w[n-1]&^costMask | uint64(cost)
 	}
-	s.tail.w[n-1] = s.tail.w[n-1]&^costMask | uint64(cost)
 }
 
 // pop removes the newest event. The caller sets sum after it.
@@ -455,7 +566,7 @@ func (s *Log) pop() {
 		return
 	}
 	if !s.wide() {
-		s.setSpan(s.span() - int64(t.w[n-1]>>costBits))
+		s.setSpan(s.span() - int64(t.word(n-1, s.dense())>>costBits))
 	}
 	if n -= k; n > 0 {
 		s.setCount(n)
@@ -472,7 +583,7 @@ func (s *Log) pop() {
 	}
 	s.meta |= freeBit
 	s.tail = prev
-	s.setCount(chunkWords)
+	s.setCount(s.slots())
 }
 
 // Check is Decide for one hit on s, fused: Eval, then Record when the hit

@@ -129,8 +129,8 @@ func (s *refLog) Refund(p Params, at, cost int64) {
 // up to sluice.MaxWindow (past what a packed word spans, so chunks end
 // early), costs up to 2^21 (past what a word's cost holds, so chunks turn
 // wide) and logs that empty and start again, every answer and every event
-// must be the same, and the one-event form, packed and wide chunks,
-// chains of chunks and kept free chunks must all have been met.
+// must be the same, and the one-event form, dense, packed and wide
+// chunks, chains of chunks and kept free chunks must all have been met.
 func TestLogIsRefLog(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(61, 62))
 	forms := map[string]int{}
@@ -144,18 +144,34 @@ func TestLogIsRefLog(t *testing.T) {
 		case 2:
 			p.Window = 1<<44 - 1 + rng.Int64N(4) // at a packed word's span
 		}
+		step := p.Window/10 + 1
+		if run%5 == 3 {
+			p.Rate, step = 100+rng.Int64N(200), p.Window/60+1 // logs of several dense chunks
+		}
 		var s Log
 		var ref refLog
 		now := int64(1_700_000_000_000_000) + rng.Int64N(1<<40)
-		for i := range 300 {
+		ops := 300
+		if run%5 == 3 {
+			ops = 1500 // windows come and go
+		}
+		for i := range ops {
 			switch rng.IntN(12) {
 			case 0:
 				now -= rng.Int64N(p.Window)
 			case 1, 2:
 			case 3:
-				now += p.Window + rng.Int64N(p.Window) // everything leaves
+				if run%5 != 3 || rng.IntN(10) == 0 {
+					now += p.Window + rng.Int64N(p.Window) // everything leaves
+				}
 			default:
-				now += rng.Int64N(p.Window/10 + 1)
+				now += rng.Int64N(step)
+			}
+			if s.WantsChunk() && rng.IntN(2) == 0 {
+				s.Spare(NewLogChunk()) // as memstore's recording without the shard's lock
+				if s.WantsChunk() || s.meta&freeBit == 0 {
+					t.Fatalf("run %d op %d: Spare left %+v wanting a chunk", run, i, s)
+				}
 			}
 			cost := 1 + rng.Int64N(3)
 			if p.Rate > 1<<20 && rng.IntN(3) == 0 {
@@ -186,21 +202,26 @@ func TestLogIsRefLog(t *testing.T) {
 			case s.tail == &oneEvent:
 				forms["one"]++
 			default:
+				form := "packed"
 				if s.wide() {
-					forms["wide"]++
-				} else {
-					forms["packed"]++
+					form = "wide"
+				} else if s.dense() {
+					form = "dense"
 				}
+				forms[form]++
 				if s.head() != s.tail {
 					forms["chained"]++
+					forms[form+" chained"]++
 				}
 				if s.meta&freeBit != 0 {
 					forms["spare"]++
+					forms[form+" spare"]++
 				}
 			}
 		}
 	}
-	if forms["one"] < 100 || forms["wide"] < 100 || forms["packed"] < 100 || forms["chained"] < 100 || forms["spare"] < 100 {
+	if forms["one"] < 100 || forms["wide"] < 100 || forms["packed"] < 100 || forms["dense"] < 100 || forms["chained"] < 100 ||
+		forms["spare"] < 100 || forms["packed chained"] < 100 || forms["dense chained"] < 100 || forms["dense spare"] < 100 {
 		t.Fatalf("forms met: %v: too few of one to test it", forms)
 	}
 }
@@ -250,14 +271,15 @@ func TestLogEvalAnyChunks(t *testing.T) {
 // and keeps one free chunk), after older events have left (so a free chunk
 // is kept already), checking the events against refLog at every step.
 func TestLogRefundEmptiesChunks(t *testing.T) {
-	for _, wide := range []bool{false, true} {
-		p := Params{Rate: 1 << 30, Window: 1000}
+	for _, form := range []struct {
+		name           string
+		cost, perChunk int64
+	}{{"dense", 1, chunkSlots}, {"packed", 1000, chunkWords}, {"wide", 1 << 21, chunkWords / 2}} {
+		wide := form.name
+		cost, perChunk := form.cost, int(form.perChunk)
+		p := Params{Rate: 1 << 30, Window: 70 * form.perChunk} // holds 5 chunks' events, 10 µs apart
 		var s Log
 		var ref refLog
-		cost, perChunk := int64(1), chunkWords
-		if wide {
-			cost, perChunk = 1<<21, chunkWords/2
-		}
 		now := int64(1_000_000)
 		for range 5*perChunk - 1 {
 			now += 10
@@ -268,21 +290,21 @@ func TestLogRefundEmptiesChunks(t *testing.T) {
 		s.Record(p, now, cost)
 		ref.Record(p, now, cost)
 		if s.meta&freeBit == 0 {
-			t.Fatalf("wide %v: no free chunk after the first left", wide)
+			t.Fatalf("%s: no free chunk after the first left", wide)
 		}
 		for n := len(ref.Events); n > 0; n-- {
 			at := ref.Events[n-1].At
 			s.Refund(p, at, cost)
 			ref.Refund(p, at, cost)
 			if s.sum != ref.sum || !slices.Equal(s.Events(), ref.Events) {
-				t.Fatalf("wide %v, %d events left: %+v sum %d, want %+v sum %d", wide, n-1, s.Events(), s.sum, ref.Events, ref.sum)
+				t.Fatalf("%s, %d events left: %+v sum %d, want %+v sum %d", wide, n-1, s.Events(), s.sum, ref.Events, ref.sum)
 			}
 			if r, want := s.Eval(p, now, 1), ref.Eval(p, now, 1); r != want {
-				t.Fatalf("wide %v, %d events left: Eval %+v, want %+v", wide, n-1, r, want)
+				t.Fatalf("%s, %d events left: Eval %+v, want %+v", wide, n-1, r, want)
 			}
 		}
 		if s != (Log{}) {
-			t.Fatalf("wide %v: emptied log %+v, want the zero Log", wide, s)
+			t.Fatalf("%s: emptied log %+v, want the zero Log", wide, s)
 		}
 	}
 }
