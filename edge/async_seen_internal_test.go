@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/memstore"
 )
 
 // TestSeenViewIsOneCacheLine: a view of the seen table is one cache line,
@@ -89,20 +88,7 @@ func TestSeenSetGivesEntriesUpInTurn(t *testing.T) {
 // from it: one more when the key's second check makes its slot, one less
 // when the slot goes (a reset).
 func TestSeenSetCountsItsSlots(t *testing.T) {
-	m, err := memstore.New(memstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := NewAsync(m, AsyncOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close(context.Background())
-	l, err := sluice.ParseLimit("100r/h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: "k", Limit: l}}}
+	a, c := newMemAsync(t)
 	k := slotKeyOf(&c, 0)
 	meta := a.seen.meta(a.fingerprint(&k))
 	var d sluice.Decision

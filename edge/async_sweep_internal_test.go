@@ -21,20 +21,7 @@ import (
 // judgment and its removal).
 func TestSweepLosesNoCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := memstore.New(memstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := NewAsync(m, AsyncOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close(context.Background())
-		l, err := sluice.ParseLimit("100r/h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: "k", Limit: l}}}
+		a, c := newMemAsync(t)
 		var d sluice.Decision
 		// Two checks: the second makes the key's slot (second sight).
 		for i := range 2 {
@@ -64,7 +51,7 @@ func TestSweepLosesNoCost(t *testing.T) {
 		}
 		peek := c
 		peek.Cost = 0
-		if err := m.Check(context.Background(), peek, &d); err != nil {
+		if err := a.next.Check(context.Background(), peek, &d); err != nil {
 			t.Fatal(err)
 		}
 		if got := d.Hits[0].Used; got != float64(admitted) {
@@ -74,4 +61,25 @@ func TestSweepLosesNoCost(t *testing.T) {
 			t.Errorf("%d checks admitted, want 3", admitted)
 		}
 	})
+}
+
+// newMemAsync returns an Async with the default options in front of a
+// memory store, closed when t ends, and a check of cost 1 on key "k"
+// under 100r/h.
+func newMemAsync(t *testing.T) (*Async, sluice.Check) {
+	t.Helper()
+	m, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAsync(m, AsyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	l, err := sluice.ParseLimit("100r/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, sluice.Check{Cost: 1, Hits: []sluice.Hit{{Key: "k", Limit: l}}}
 }
