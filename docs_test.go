@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // exported collects, per package name of this module, the exported
@@ -177,4 +178,52 @@ func TestDocsNameRealIdentifiers(t *testing.T) {
 	}); !slices.Contains(got, "sluice") || !slices.Contains(got, "redisstore") {
 		t.Fatalf("packages found: %v", got)
 	}
+}
+
+// TestReadmeFrontDoor: the README stays a page a newcomer reads in five
+// minutes (at most 300 lines), and every link from it into docs/bench.md
+// names a section that page has, so each headline figure leads to its
+// command, machine and spread.
+func TestReadmeFrontDoor(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 300 {
+		t.Errorf("README.md has %d lines, want at most 300: measurements go to docs/bench.md", n)
+	}
+	bench, err := os.ReadFile("docs/bench.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, line := range strings.Split(string(bench), "\n") {
+		if title, ok := strings.CutPrefix(line, "## "); ok {
+			sections[anchor(title)] = true
+		}
+	}
+	links := regexp.MustCompile(`\]\(docs/bench\.md#([^)]+)\)`).FindAllStringSubmatch(string(readme), -1)
+	if len(links) == 0 {
+		t.Fatal("README.md links to no section of docs/bench.md")
+	}
+	for _, m := range links {
+		if !sections[m[1]] {
+			t.Errorf("README.md links to docs/bench.md#%s, which is no section of it", m[1])
+		}
+	}
+}
+
+// anchor is the fragment GitHub gives a heading: lower case, spaces as
+// hyphens, punctuation other than hyphens and underscores dropped.
+func anchor(title string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/edge-firstsight.py: first sight over HTTP and nginx (issue 15).
+"""bench/edge-firstsight.py: first sight over HTTP and nginx.
 
 Three `sluice serve` processes over one local redis-server, each with the
 same zone (100r/m per key, the key from the query's token): a sync zone, an

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/edge-newkey.sh: what creating a key costs Redis, the work of a
-# first-sight record (issue 15), in the encodings a record could take and
+# first-sight record, in the encodings a record could take and
 # on a Redis that grows against one in a steady state.
 #
 #   bench/edge-newkey.sh [keys]     # default 500,000 keys per case (about 1-2 min)

@@ -8,7 +8,7 @@
 # and the failed checks of every round.
 #
 #   bench/edge.sh [rounds] [benchtime] [pattern]   # default: 5 rounds of 3s, every benchmark
-#   bench/edge.sh 10 3s 'Spread|HotKeys$'          # the 0-errors-in-10-rounds goal of issue 15
+#   bench/edge.sh 10 3s 'Spread|HotKeys$'          # the 0-failed-checks-in-10-rounds goal
 #
 # Benchmarks: HotKeys (10 keys of 100r/s offered far more: the Redis store
 # alone, behind a deny cache, behind an Async limiter; xlimit is what each

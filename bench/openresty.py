@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/openresty.py: nginx in front of one upstream, like for like (issue 14).
+"""bench/openresty.py: nginx in front of one upstream, like for like.
 
 Fronts, each in an nginx of its own (2 workers, the same configuration)
 before the same upstream (an nginx answering 200), on one local

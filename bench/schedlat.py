@@ -4,7 +4,7 @@ readied (Waiting->Runnable until Runnable->Running), per role, from a runtime
 trace. A goroutine's role is the first frame of the sluice, rueidis or testing
 code where it last blocked; "woken by netpoll/sysmon" means readied without a
 goroutine (the network poller), as a Redis client's reader is when a reply
-arrives. Used for issue 15 (docs/failure.md, "When a denial expires"):
+arrives. Used for the deny cache's yield (docs/failure.md, "Callers that spin on hits"):
 
   cd edge && go test -c -o /tmp/edge.test . &&
   /tmp/edge.test -test.run '^$' -test.bench 'HotKeys$/denycache' -test.benchtime 2s -test.trace /tmp/t.out &&

@@ -30,8 +30,8 @@ func sluiceMemoryContenders() []contenderSpec {
 // cache lines of their own: both are written on every check, and two
 // callers' (96- and 48-byte objects, allocated in turn) shared lines,
 // which moved between the cores on every check of either and added 10 to
-// 50 CPU ns to whichever contender the allocator happened to lay out so
-// (issue 18's decay, hot, parallel): the callers' cost, not the limiter's.
+// 50 CPU ns to whichever contender the allocator happened to lay out so:
+// the callers' cost, not the limiter's.
 // The other contenders' callers write no memory of their own.
 func sluiceContender(name string, l sluice.Limiter, lim sluice.Limit) contender {
 	return contender{name: name, caller: func() decideFunc {

@@ -17,7 +17,7 @@ import (
 // no clock read, never a denial. Check appends the key to a queue; one
 // goroutine sends the queue as pipelines of floorBatch commands, one
 // command per check. It is not a limiter. It is the floor under every
-// first-sight design that counts each new key in Redis (issue 15): what
+// first-sight design that counts each new key in Redis: what
 // that costs Redis per decision, and how many decisions per second the
 // process and Redis together can make on this machine, with the process's
 // own work near nothing.

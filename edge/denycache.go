@@ -241,10 +241,9 @@ func (dc *DenyCache) repeat(e *denial, now int64, d *sluice.Decision) bool {
 // processor until the runtime preempts them, every 10 ms; the goroutines
 // that carry a store call's reply (the client's reader, readied by the
 // network poller, then the caller that asked) queue behind all of them.
-// With 64 such callers on 2 processors they waited up to 0.7-1 s to run,
-// past the store's 50 ms timeout, so the one caller asking about an
-// expired denial failed (issue 15; docs/failure.md, "Callers that spin
-// on hits"). While a call is under way, one hit in yieldEvery gives up its
+// With 64 such callers on 2 processors they can wait longer than the
+// store's 50 ms timeout to run, so the one caller asking about an
+// expired denial fails (docs/failure.md, "Callers that spin on hits"). While a call is under way, one hit in yieldEvery gives up its
 // processor, so a readied goroutine waits for a few hits of each spinning
 // caller, not for their time slices; when no call is under way a hit
 // costs one atomic load more.

@@ -400,10 +400,9 @@ func (denyAll) Check(_ context.Context, c sluice.Check, d *sluice.Decision) erro
 
 func (denyAll) Reset(context.Context, sluice.Check) error { return nil }
 
-// TestDenyCacheMemoryAttack is the attack of issue 8: thousands of denied
-// checks with keys of 60 KB each. The cache keeps fingerprints, not keys,
-// so its heap stays under its bound (it held ~122 KB per entry when it
-// kept the checks).
+// TestDenyCacheMemoryAttack: thousands of denied checks with keys of 60
+// KB each. The cache keeps fingerprints, not keys, so its heap stays under
+// its bound (a cache keeping the checks would hold ~122 KB per entry).
 func TestDenyCacheMemoryAttack(t *testing.T) {
 	const maxBytes = 1 << 20
 	dc := newDenyCache(t, denyAll{}, edge.DenyCacheOptions{MaxBytes: maxBytes})
@@ -529,8 +528,8 @@ func (h *held) Reset(ctx context.Context, c sluice.Check) error { return h.next.
 // is under way, a caller looping on cache hits gives up its processor now
 // and then, so a goroutine waiting to run (in a real store, the one that
 // carries the call's reply) runs after a few hits, not after the runtime
-// preempts the looping caller (every 10 ms, thousands of hits: issue 15's
-// deadline errors). On one processor, the goroutine started before the
+// preempts the looping caller (every 10 ms, thousands of hits: long
+// enough for the store call to miss its deadline). On one processor, the goroutine started before the
 // loop can run only when the loop yields. Not in a synctest bubble: what
 // is tested is the runtime's own scheduling.
 func TestDenyCacheHitsYieldDuringStoreCall(t *testing.T) {

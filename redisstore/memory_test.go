@@ -20,7 +20,7 @@ import (
 // includes Redis's per-key dictionary and expiry entries). Keys are
 // realistic: zone "api", an IPv4 address as the key, 100r/d (so that no
 // key expires on a slow machine), each key checked twice. It fails if
-// sliding-window exceeds issue 3's goal of 150 bytes. The bench module's
+// sliding-window exceeds its goal of 150 bytes. The bench module's
 // BenchmarkRedisMemory measures the same over 100,000 keys, beside the
 // peers: this test is the fast guard (about a second).
 func TestMemoryPerKey(t *testing.T) {

@@ -109,7 +109,7 @@ func waitGone(t *testing.T, count func() int) {
 	}
 }
 
-// TestKeysExpireStandalone is issue 3 item 9: after traffic stops, every
+// TestKeysExpireStandalone: after traffic stops, every
 // key the store wrote has a TTL (SCAN + PTTL), and all are gone after their
 // windows. It uses the Redis clock (no Options.Now), as production does.
 func TestKeysExpireStandalone(t *testing.T) {

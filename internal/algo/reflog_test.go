@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// refLog is the log as it was before its events were packed into words
-// (issue 18): one Event of 16 bytes per instant. TestLogIsRefLog holds Log
+// refLog is the log with its events unpacked: one Event of 16 bytes per
+// instant. TestLogIsRefLog holds Log
 // to it.
 
 // Log is the exact sliding log: every recorded event with its cost, oldest

@@ -77,7 +77,7 @@ func stillDenied(t *testing.T, api, after string) {
 	}
 }
 
-// TestAdminFormPostRefused is issue 10, defect 4's attack: a form-encoded
+// TestAdminFormPostRefused is a cross-site attack: a form-encoded
 // POST (curl -d, or a web page's form sent by a browser to a localhost
 // API) must not reset a key. It gets 415; application/json works.
 func TestAdminFormPostRefused(t *testing.T) {

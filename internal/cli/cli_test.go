@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestExitCodes holds issue 10, defect 8: help that was asked for exits 0,
+// TestExitCodes: help that was asked for exits 0,
 // bad usage (a bare "sluice" included) exits 2, for every command alike.
 func TestExitCodes(t *testing.T) {
 	type want struct {

@@ -241,7 +241,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 }
 
-// TestCheckConfigFindsWhatServeRefuses holds issue 10, defect 5: every
+// TestCheckConfigFindsWhatServeRefuses: every
 // configuration serve refuses before listening, --check-config refuses
 // too, with the same problems, each on its own line.
 func TestCheckConfigFindsWhatServeRefuses(t *testing.T) {

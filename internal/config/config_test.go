@@ -315,7 +315,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestEmptyAndOddValuesRefused holds issue 10, defect 5: an empty or odd
+// TestEmptyAndOddValuesRefused: an empty or odd
 // value is a problem at its own line, never silently the default.
 func TestEmptyAndOddValuesRefused(t *testing.T) {
 	const zone = "zones:\n  - name: a\n    limits: 1r/s\n"
@@ -366,7 +366,7 @@ func TestEmptyAndOddValuesRefused(t *testing.T) {
 	}
 }
 
-// TestSyntaxErrorLine holds issue 10, defect 5: a YAML syntax error names
+// TestSyntaxErrorLine: a YAML syntax error names
 // the line where the parser found it, once.
 func TestSyntaxErrorLine(t *testing.T) {
 	for _, tt := range []struct {
@@ -387,7 +387,7 @@ func TestSyntaxErrorLine(t *testing.T) {
 	}
 }
 
-// TestAllProblemsAtOnce holds issue 10, defect 5: problems of every kind
+// TestAllProblemsAtOnce: problems of every kind
 // (a field's shape, a value, a cross-section reference, a default's
 // bound) come in one run, each at its own line, and none is derived from
 // another.
@@ -515,7 +515,7 @@ func TestTop(t *testing.T) {
 	}
 }
 
-// TestProblemTextExact holds issue 16, item 6: an error from package sluice
+// TestProblemTextExact: an error from package sluice
 // or redisstore becomes a problem's text through the typed
 // *sluice.InvalidError (its Where, Field and Reason), never by cutting its
 // prefix out: the whole message, exactly, names the input once.
@@ -545,7 +545,7 @@ func TestProblemTextExact(t *testing.T) {
 	}
 }
 
-// TestSameStateAsLibrary holds issue 16, item 3: a zone refuses two limits
+// TestSameStateAsLibrary: a zone refuses two limits
 // as sharing their counters exactly when the library (sluice.Check.Validate,
 // through internal/ident) calls two hits of them one state.
 func TestSameStateAsLibrary(t *testing.T) {

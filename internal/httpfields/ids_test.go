@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpfields"
 )
 
-// TestPolicyIDsUnique holds issue 10, defect 8: two hits with the same
+// TestPolicyIDsUnique: two hits with the same
 // label (two zones with equal limits, or several keys of one zone) get
 // distinct identifiers in RateLimit-Policy, RateLimit and
 // violated-policies alike.

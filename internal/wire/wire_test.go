@@ -58,8 +58,8 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodeRequestStrict: the bodies of issue 10 that encoding/json
-// accepts, and that DecodeRequest refuses.
+// TestDecodeRequestStrict: request bodies that encoding/json accepts and
+// DecodeRequest refuses.
 func TestDecodeRequestStrict(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{"{\"zone\":\"z\",\"key\":\"\xff\xfe\"}", "not valid UTF-8"},
