@@ -208,7 +208,11 @@ type shard struct {
 	// without a flood.
 	budgetSec            int64
 	observed, candidates int64
-	observedTotal        int64 // every observation made, for tests
+	// active is budgetSec, for Set.Run to read without the lock: a shard
+	// that observed nothing in the current or the previous second is
+	// idle and does not hold the set's floor down (Tracker.minShift).
+	active        atomic.Int64
+	observedTotal int64 // every observation made, for tests
 	// The fields above, written by every observation, share no cache
 	// line with the next shard's.
 	_ [64]byte
@@ -244,7 +248,9 @@ func newTracker(opts Options, n int) (*Tracker, error) {
 		sh.seconds = make([]second, int(opts.History/time.Second))
 		sh.epoch = epoch
 		sh.next = (epoch + 1) * t.bucket
-		sh.secStart = math.MinInt64 / 2 // no second yet
+		sh.secStart = math.MinInt64 / 2  // no second yet
+		sh.budgetSec = math.MinInt64 / 2 // no second yet
+		sh.active.Store(sh.budgetSec)
 	}
 	return t, nil
 }
@@ -354,13 +360,22 @@ func lowerFloor(floor *atomic.Uint32, k uint32) {
 	}
 }
 
-// minShift is the smallest shift of t's shards at now.
-func (t *Tracker) minShift(now int64) uint32 {
-	m := uint32(maxShift)
+// minShift is the smallest shift at now of t's shards that are not idle
+// (that observed something in the current or the previous second), and
+// whether there was any. An idle shard is left out: a flood observed on
+// fewer processors than there are shards must still raise the floor.
+// When an idle shard observes again, its first observation of the
+// second lowers the floor to its shift at once (shard.budget).
+func (t *Tracker) minShift(now int64) (m uint32, ok bool) {
+	m = maxShift
 	for i := range t.shards {
-		m = min(m, shiftAt(t.shards[i].flood.Load(), now))
+		sh := &t.shards[i]
+		if sh.active.Load() < now/1e9-1 {
+			continue
+		}
+		m, ok = min(m, shiftAt(sh.flood.Load(), now)), true
 	}
-	return m
+	return m, ok
 }
 
 // lapse ends the floods of the shards that lapsed at now.
@@ -413,6 +428,7 @@ func (sh *shard) budget(t *Tracker, now int64, k uint32) {
 			}
 		}
 		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
+		sh.active.Store(u)
 		sh.setShift(t, u, next)
 		if next != k {
 			return // this observation was drawn at the old shift
