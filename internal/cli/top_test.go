@@ -9,15 +9,24 @@ import (
 
 	"github.com/sluicehq/sluice/internal/keyname"
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/top"
 )
 
 // TestTop runs "sluice serve" with an admin listener and a token, pushes
 // two keys over their limit, and reads them with "sluice top": the text
 // view (a key shown, a key hidden by its digest), the JSON, a refreshing
-// run stopped by its context, and the refusal without the token.
+// run stopped by its context, and the refusal without the token. The
+// hidden key is listed under its digest keyed with the configured
+// secret (SLUICE_TOP_DIGEST_SECRET), never its plain SHA-256.
 func TestTop(t *testing.T) {
+	const secret = "digest-secret-0123456789"
 	urls := adminServe(t, "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\n"+
-		"zones:\n  - {name: login, limits: 1r/h, show_keys: true}\n  - {name: tokens, limits: 1r/h}\n", map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})
+		"zones:\n  - {name: login, limits: 1r/h, show_keys: true}\n  - {name: tokens, limits: 1r/h}\n",
+		map[string]string{"SLUICE_ADMIN_TOKEN": adminToken, "SLUICE_TOP_DIGEST_SECRET": secret})
+	ids, err := top.New(top.Options{DigestKey: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	api, admin := urls["api"], urls["admin"]
 	for range 3 {
 		send(t, api+"/v1/check", jsonType, aliceBody)
@@ -29,10 +38,13 @@ func TestTop(t *testing.T) {
 		t.Fatalf("sluice top -once: exit %d: %s", code, &stderr)
 	}
 	out := stdout.String()
-	for _, want := range []string{"login  1r/h", "denied    alice", keyname.Of("tok_secret_1"), "store memory"} {
+	for _, want := range []string{"login  1r/h", "denied    alice", ids.ID("tok_secret_1"), "store memory"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sluice top -once: no %q in\n%s", want, out)
 		}
+	}
+	if plain := keyname.Of("tok_secret_1"); strings.Contains(out, plain) {
+		t.Errorf("the hidden key's plain digest %s is printed:\n%s", plain, out)
 	}
 	if strings.Contains(out, "tok_secret_1") {
 		t.Errorf("a hidden key is printed:\n%s", out)

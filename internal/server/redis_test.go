@@ -14,6 +14,7 @@ func redisConfig(t *testing.T, url string) string {
 	return `
 store: {url: "` + url + `", timeout: 1s}
 listeners: [{addr: "127.0.0.1:0"}]
+admin: {open: true}
 zones:
   - {name: open, limits: 2r/m}
   - {name: closed, limits: 5r/m, failure: closed}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,11 +37,20 @@ const (
 )
 
 // openTop makes the tracker set of cfg; nil when tracking is disabled.
+// Its keys' IDs are keyed with top.digest_secret_file's secret, or with
+// a secret drawn now; a reload keeps the set, and so the secret.
 func openTop(cfg *config.Config) (*top.Set, error) {
 	if cfg.Top.Disabled {
 		return nil, nil
 	}
-	return top.NewSet(top.Options{Period: cfg.Top.Period, Sample: cfg.Top.Sample})
+	opts := top.Options{Period: cfg.Top.Period, Sample: cfg.Top.Sample}
+	switch {
+	case cfg.Top.DigestSecret != "":
+		opts.DigestKey = []byte(cfg.Top.DigestSecret)
+	case cfg.Top.DigestSecretFile != "":
+		return nil, fmt.Errorf("server: top.digest_secret_file %q was not read; load the configuration with config.Load", cfg.Top.DigestSecretFile)
+	}
+	return top.NewSet(opts)
 }
 
 // configureTop tracks the zones of cfg, keeping the domains' trackers.
@@ -99,6 +109,10 @@ func (s *Server) topRoutes(mux *http.ServeMux, role config.Role) {
 	}, http.MethodGet, http.MethodHead))
 	mux.Handle("/v1/top/reset", onlyMethods(func(w http.ResponseWriter, r *http.Request) {
 		if !s.topAllows(w, r, role, true) {
+			return
+		}
+		if !s.state.Load().cfg.ServesTopReset() {
+			writeProblem(w, http.StatusForbidden, "Forbidden", config.ResetRefusal(r.URL.Path))
 			return
 		}
 		if !isJSON(r.Header.Get("Content-Type")) {

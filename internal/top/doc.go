@@ -78,6 +78,9 @@
 // whatever the rate of denials (BenchmarkLimiter, BenchmarkLimiterRatio;
 // docs/server.md gives the measured cost).
 //
-// Keys are shown as their internal/keyname digest unless the tracker
-// was made with ShowKeys: a key is often a credential.
+// Keys are shown as a digest keyed with a secret (Options.DigestKey,
+// Tracker.ID) unless the tracker was made with ShowKeys: a key is often
+// a credential, and an unkeyed digest of a key from a small set (an IPv4
+// address, a numeric user id) gives the key away to anyone who tries
+// them all.
 package top
