@@ -108,3 +108,70 @@ func TestTopSaysSampling(t *testing.T) {
 		}
 	}
 }
+
+// TestTopHostileKey: a client-chosen key of a show_keys zone that would
+// clear the operator's screen, set the window title, reverse the text's
+// direction and forge a row reaches "sluice top" quoted, with Go escapes:
+// no control byte, no format character, no extra line.
+func TestTopHostileKey(t *testing.T) {
+	const hostile = "\u001b[2J\u001b[31mEVIL\u001b]0;owned\u0007\nfake line\u202e\r"
+	urls := adminServe(t, "listeners:\n  - {addr: '127.0.0.1:0', serve: api}\n  - {addr: '127.0.0.1:0', serve: admin}\n"+
+		"zones:\n  - {name: login, limits: 1r/h, show_keys: true}\n", map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})
+	body, err := json.Marshal(map[string]string{"zone": "login", "key": hostile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second is denied: listed
+		send(t, urls["api"]+"/v1/check", jsonType, string(body))
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Main(t.Context(), []string{"top", "-server", urls["admin"], "-once"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(map[string]string{"SLUICE_ADMIN_TOKEN": adminToken})}); code != 0 {
+		t.Fatalf("sluice top -once: exit %d: %s", code, &stderr)
+	}
+	out := stdout.String()
+	for i, r := range out {
+		if r != '\n' && (r < 0x20 || r == 0x7f || r == '\u202e') {
+			t.Errorf("output byte %d is %U, a control or format character:\n%q", i, r, out)
+			break
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "fake line") {
+			t.Errorf("the key forged a row %q:\n%s", line, out)
+		}
+	}
+	if want := `"\x1b[2J\x1b[31mEVIL\x1b]0;owned\a\nfake line\u202e\r"`; !strings.Contains(out, want) {
+		t.Errorf("no %s in:\n%s", want, out)
+	}
+}
+
+// TestTopCounts: the text view shows a count with what Space-Saving
+// guarantees of it (a key that took over a counter of 43 with one denial
+// shows 1-44, not 44) and marks the counts of a sampled list as
+// estimates: the admitted list when top.sample is above 1, every list
+// under a flood.
+func TestTopCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		sample, sampling int64
+		denied, admitted string
+	}{
+		{"exact", 1, 1, "1-44", "33"},
+		{"sampled admitted", 32, 1, "1-44", "~33"},
+		{"flood", 32, 16, "~1-44", "~33"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := server.TopZone{Name: "api", Sample: int(tc.sample)}
+			z.Sampling = tc.sampling
+			z.Denied = []top.Key{{ID: "hmac:0000000000000001", Count: 44, Error: 43}}
+			z.Admitted = []top.Key{{ID: "hmac:0000000000000002", Count: 33}}
+			var b bytes.Buffer
+			writeTop(&b, &server.TopReport{Zones: []server.TopZone{z}}, "http://x")
+			for _, want := range []string{"hmac:0000000000000001  " + tc.denied + " ", "hmac:0000000000000002  " + tc.admitted + " "} {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("no %q in:\n%s", want, &b)
+				}
+			}
+		})
+	}
+}

@@ -148,10 +148,18 @@ func handleHealthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// handleReadyz answers 503 while the store cannot be reached and some
+// handleReadyz answers 503 until the store is warm (connected, scripts
+// loaded: ready.go), and while the store cannot be reached and some
 // zone's (or rate-limit domain's) failure policy is closed (every check of that zone would be
 // denied); 200 otherwise, when checks are decided, degraded or not.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.ok.Load() {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready: connecting to the store and loading its scripts\n"))
+		return
+	}
 	st := s.state.Load()
 	closed := slices.ContainsFunc(st.cfg.Zones, func(z config.Zone) bool { return z.Failure == config.FailClosed })
 	closed = closed || s.rls != nil && s.rls.Rules().FailsClosed()

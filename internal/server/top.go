@@ -165,6 +165,10 @@ type TopZone struct {
 	ShowKeys bool     `json:"show_keys"`
 	Failure  string   `json:"failure,omitempty"`
 	Mode     string   `json:"mode,omitempty"`
+	// Sample is top.sample: one allowed check in Sample feeds the
+	// admitted list, counted Sample times, so that list's counts are
+	// estimates when it is above 1.
+	Sample int `json:"sample"`
 	// Rates are the checks per second over the last 10 whole seconds.
 	Rates TopRates `json:"rates"`
 	top.Snapshot
@@ -232,7 +236,9 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		if t == nil {
 			continue // dropped by a reload since Names
 		}
-		rep.Zones = append(rep.Zones, topZone(st, name, t, n))
+		tz := topZone(st, name, t, n)
+		tz.Sample = s.running.Top.Sample // the set's, made at start
+		rep.Zones = append(rep.Zones, tz)
 	}
 	body, err := json.Marshal(&rep)
 	if err != nil {
