@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/top"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Who is being limited: the wiring of package top into the server. Every
@@ -318,7 +319,7 @@ func (s *Server) handleTopReset(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.writeProblem(w, r, badRequest("invalid JSON body: %v", err))
+		s.writeProblem(w, r, badRequest("invalid JSON body: %v", wire.TypeError(err, map[string]string{"zone": "a string", "id": "a string"})))
 		return
 	}
 	st := s.state.Load()
