@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,6 +83,8 @@ type Server struct {
 	// disabled.
 	top *top.Set
 
+	// tlsLogs bounds the failed TLS handshakes logged (httpErrorLog).
+	tlsLogs throttle
 	// ready is whether the store is warm (ready.go); stopWarm ends the
 	// warm-up at shutdown; storeLogs bounds its log lines.
 	ready     *readiness
@@ -128,6 +131,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
 	s.upstreamLogs.every, s.adminLogs.every, s.storeLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval, edge.DefaultLogInterval
+	s.tlsLogs.every = edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	s.warn(cfg)
 	store := opts.Store
@@ -267,7 +271,7 @@ func (s *Server) httpServer(cfg config.Listener) *http.Server {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(httpErrorLog{s}, "", 0),
 	}
 }
 
