@@ -138,6 +138,8 @@ async function reset(zone, id, button) {
     setStatus("reset " + id + " in zone " + zone, false);
   } else if (resp.status === 401) {
     setStatus("reset refused: the admin token is missing or wrong", true);
+  } else if (resp.status === 403) {
+    setStatus("reset is off: nothing protects it (set an admin token or an admin listener, or admin.open: true)", true);
   } else {
     setStatus("reset answered " + resp.status, true);
   }
