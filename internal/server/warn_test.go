@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/keyname"
+	"github.com/sluicehq/sluice/internal/top"
 )
 
 // TestSafeDefaults: with neither an admin listener nor a token, a limited
@@ -95,4 +96,36 @@ func TestSafeDefaults(t *testing.T) {
 			t.Errorf("warnings with an admin listener:\n%s", logs)
 		}
 	})
+}
+
+// TestDigestSecretShared: two servers configured with one digest secret
+// list a key under one ID, the HMAC of the key under that secret; two
+// servers without one list it under different IDs.
+func TestDigestSecretShared(t *testing.T) {
+	const yaml = "listeners: [{addr: '127.0.0.1:0'}]\nzones: [{name: login, limits: 1r/h}]\n"
+	id := func(secret string) string {
+		t.Helper()
+		cfg := parseConfig(t, yaml)
+		cfg.Top.DigestSecret = secret
+		ts := start(t, cfg, Options{})
+		for range 2 {
+			post(t, ts.api+"/v1/check", `{"zone":"login","key":"203.0.113.9"}`)
+		}
+		_, rep := getTop(t, ts.api+"/v1/top?zone=login", "")
+		if len(rep.Zones) != 1 || len(rep.Zones[0].Denied) != 1 {
+			t.Fatalf("GET /v1/top: %+v, want the key denied", rep)
+		}
+		return rep.Zones[0].Denied[0].ID
+	}
+	const secret = "fleet-digest-secret-0123"
+	ids, err := top.New(top.Options{DigestKey: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b, want := id(secret), id(secret), ids.ID("203.0.113.9"); a != want || b != want {
+		t.Errorf("IDs with one secret: %s, %s; want %s twice", a, b, want)
+	}
+	if a, b := id(""), id(""); a == b {
+		t.Errorf("IDs without a secret: %s twice, want a secret per process", a)
+	}
 }
