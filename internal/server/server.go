@@ -172,7 +172,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	warmCtx, cancel := context.WithCancel(context.Background())
 	s.stopWarm = cancel
 	if !s.backend.remote || s.warmOnce(warmCtx, time.Now(), 1) == nil {
-		s.ready.set() // a memory store is warm
+		s.ready.set() // a memory store, or a Redis warmed up at the first attempt
 	} else {
 		go s.warm(warmCtx)
 	}
