@@ -3,6 +3,7 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -216,6 +217,9 @@ func ParseLimit(s string) (Limit, error) {
 		return bad(`missing "r/"`)
 	}
 	rate, err := strconv.ParseInt(rateText, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && rateText[0] != '-' && rateText[0] != '+' {
+		return bad(fmt.Sprintf("rate %q is out of range: must be <= %d (sluice.MaxRate)", rateText, int64(MaxRate)))
+	}
 	if err != nil || rateText == "" || rateText[0] == '+' || rateText[0] == '-' {
 		return bad(fmt.Sprintf("rate %q is not a positive integer", rateText))
 	}
@@ -276,12 +280,18 @@ func parsePeriod(p string) (time.Duration, error) {
 	}
 	if days, ok := strings.CutSuffix(p, "d"); ok {
 		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n <= 0 || n > 365*100 {
+		if (errors.Is(err, strconv.ErrRange) || err == nil && n > 365*100) && days[0] != '-' && days[0] != '+' {
+			return 0, fmt.Errorf("period %q is out of range: must be <= 36500 days (sluice.MaxWindow)", p)
+		}
+		if err != nil || n <= 0 {
 			return 0, fmt.Errorf("period %q: days must be a positive integer", p)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(p)
+	if err != nil && durationOverflows(p) {
+		return 0, fmt.Errorf("period %q is out of range: must be <= 36500 days (sluice.MaxWindow)", p)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("period %q is not a duration such as 30s, 15m or 1h30m", p)
 	}
@@ -290,6 +300,16 @@ func parsePeriod(p string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// durationForm matches what time.ParseDuration accepts, but for its range
+// (a positive duration, no sign): a period of this form that it refuses
+// is too long, not malformed.
+var durationForm = regexp.MustCompile(`^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// durationOverflows reports whether p is a well-formed duration, such as
+// "100000000h", that time.ParseDuration refused: it is longer than about
+// 292 years.
+func durationOverflows(p string) bool { return durationForm.MatchString(p) }
 
 // formatPeriod is the period part of a limit's spec form: a unit alone for
 // exactly one unit ("s", "m", "h", "d"), whole days as "7d", otherwise a

@@ -79,9 +79,10 @@ func stillDenied(t *testing.T, api, after string) {
 
 // TestAdminFormPostRefused is a cross-site attack: a form-encoded
 // POST (curl -d, or a web page's form sent by a browser to a localhost
-// API) must not reset a key. It gets 415; application/json works.
+// API) must not reset a key. It gets 415; application/json works (reset
+// served to every client: admin.open).
 func TestAdminFormPostRefused(t *testing.T) {
-	api := adminServe(t, "listeners: [{addr: '127.0.0.1:0'}]\n"+adminZones, nil)["api"]
+	api := adminServe(t, "listeners: [{addr: '127.0.0.1:0'}]\nadmin: {open: true}\n"+adminZones, nil)["api"]
 	useUp(t, api)
 	for _, ct := range []string{formType, "text/plain", "multipart/form-data; boundary=x", ""} {
 		code, h, body := send(t, api+"/v1/reset", ct, aliceBody)

@@ -13,10 +13,11 @@ import (
 )
 
 // startServer runs the real sluice server in-process on a free port with
-// the zones of yaml, and returns its API base URL.
+// the zones of yaml, and returns its API base URL. Reset is served to
+// every client (admin.open).
 func startServer(t *testing.T, zones string) string {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte("listeners:\n  - addr: 127.0.0.1:0\n    serve: api\n"+zones))
+	cfg, err := config.Parse("test.yaml", []byte("listeners:\n  - addr: 127.0.0.1:0\n    serve: api\nadmin: {open: true}\n"+zones))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ func (f *serveFlags) register(env Env, fs *flag.FlagSet) {
 	fs.StringVar(&f.overrides.Store, "store-url", env.Getenv("SLUICE_STORE_URL"), "store: memory or a redis:// `URL` (env SLUICE_STORE_URL; default memory)")
 	fs.StringVar(&f.overrides.LogFormat, "log-format", env.Getenv("SLUICE_LOG_FORMAT"), "log `format`: text or json (env SLUICE_LOG_FORMAT; default text)")
 	f.overrides.AdminToken = env.Getenv("SLUICE_ADMIN_TOKEN") // no flag: a flag shows in ps
+	f.overrides.TopDigestSecret = env.Getenv("SLUICE_TOP_DIGEST_SECRET")
 	fs.StringVar(&f.overrides.LogLevel, "log-level", env.Getenv("SLUICE_LOG_LEVEL"), "log `level`: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info)")
 	registerRLSFlags(env, fs, &f.overrides)
 }

@@ -152,7 +152,7 @@ func TestServeCheckConfig(t *testing.T) {
 		stderr string
 	}{
 		{"default", nil, nil, 0, "default configuration: valid: memory store, 1 zone(s)", ""},
-		{"open reset", nil, nil, 0, "warning: POST /v1/reset is open to every client of the api listeners", ""},
+		{"reset off", nil, nil, 0, "warning: off, answered 403: POST /v1/reset, POST /v1/top/reset", ""},
 		{"good file", nil, []string{"-config", good}, 0, "good.yaml: valid: memory store, 1 zone(s), 1 listener(s)", ""},
 		{"bad file", nil, []string{"-config", bad}, 1, "", `bad.yaml:3: zones[0].limits[0]: limit "100r/w"`},
 		{"file from env", map[string]string{"SLUICE_CONFIG": bad}, nil, 1, "", "bad.yaml:3:"},
@@ -270,8 +270,8 @@ func TestCheckConfigFindsWhatServeRefuses(t *testing.T) {
 	}
 }
 
-// TestCheckConfigResetWarning: --check-config says when POST /v1/reset is
-// open to every API client, and is silent once a token protects it.
+// TestCheckConfigResetWarning: --check-config says that POST /v1/reset is
+// off while nothing protects it, and is silent once a token does.
 func TestCheckConfigResetWarning(t *testing.T) {
 	for _, tt := range []struct {
 		vars map[string]string
@@ -281,7 +281,7 @@ func TestCheckConfigResetWarning(t *testing.T) {
 		if code := Main(t.Context(), []string{"serve", "-check-config"}, Env{Stdout: &stdout, Stderr: &stderr, Getenv: envOf(tt.vars)}); code != 0 {
 			t.Fatalf("exit code %d; stderr:\n%s", code, &stderr)
 		}
-		if got := strings.Contains(stdout.String(), "warning: POST /v1/reset is open"); got != tt.warn {
+		if got := strings.Contains(stdout.String(), "warning: off, answered 403: POST /v1/reset"); got != tt.warn {
 			t.Errorf("token %v: warning printed: %v, want %v; stdout:\n%s", tt.vars != nil, got, tt.warn, &stdout)
 		}
 	}

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"unicode"
+	"unicode/utf8"
+
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/top"
 	"io"
 	"net/http"
 	"net/url"
@@ -144,19 +148,51 @@ func writeTop(w io.Writer, rep *server.TopReport, base string) {
 		tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 		row := func(list, key, count, extra string) { fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", list, key, count, extra) }
 		row("LIST", "KEY", "COUNT", "")
+		flood := z.Sampling > 1
 		for _, k := range z.Denied {
 			extra := "denied for " + rep.Now.Sub(k.Since).Round(time.Second).String()
 			if k.Shadow {
 				extra += " (shadow)"
 			}
-			row("denied", cmp.Or(k.Key, k.ID), strconv.FormatInt(k.Count, 10), extra)
+			row("denied", termSafe(cmp.Or(k.Key, k.ID)), countText(k, flood), extra)
 		}
 		for _, k := range z.Near {
-			row("near", cmp.Or(k.Key, k.ID), strconv.FormatInt(k.Count, 10), fmt.Sprintf("peak %.0f%%", k.Usage*100))
+			row("near", termSafe(cmp.Or(k.Key, k.ID)), countText(k, flood), fmt.Sprintf("peak %.0f%%", k.Usage*100))
 		}
 		for _, k := range z.Admitted {
-			row("admitted", cmp.Or(k.Key, k.ID), strconv.FormatInt(k.Count, 10), "±"+strconv.FormatInt(k.Error, 10))
+			row("admitted", termSafe(cmp.Or(k.Key, k.ID)), countText(k, flood || z.Sample > 1), "")
 		}
 		tw.Flush()
 	}
+}
+
+// countText is a listed count as what it guarantees: the true count lies
+// between Count - Error and Count (Space-Saving), shown as "LOW-HIGH"
+// when Error is not 0, so that a key denied once that took over a
+// counter of 43 shows "1-44", not 44; prefixed with "~" when the list is
+// sampled (the admitted list, one allowed check in top.sample; any list
+// under a flood), where the count is an estimate.
+func countText(k top.Key, sampled bool) string {
+	s := strconv.FormatInt(k.Count, 10)
+	if k.Error > 0 {
+		s = strconv.FormatInt(k.Count-k.Error, 10) + "-" + s
+	}
+	if sampled {
+		s = "~" + s
+	}
+	return s
+}
+
+// termSafe returns s as a terminal shows it harmlessly: as it is when
+// every rune is printable (no control character, no newline, no format
+// character such as a bidirectional override, valid UTF-8), otherwise
+// quoted with Go escapes ("\x1b[2J\n..."), so that a client-chosen key
+// can neither drive the operator's terminal nor forge a row.
+func termSafe(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || r == '"' || r == '\\' || !unicode.IsPrint(r) {
+			return strconv.QuoteToGraphic(s)
+		}
+	}
+	return s
 }

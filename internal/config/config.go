@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -168,6 +169,44 @@ type Admin struct {
 	// given by Overrides.AdminToken (SLUICE_ADMIN_TOKEN), which wins.
 	// Default: none, no token is required.
 	Token string
+	// Open serves the endpoints that change counters (POST /v1/reset and
+	// POST /v1/top/reset) to every client of the api listeners when
+	// neither an admin listener nor a token protects them. Without it,
+	// such an unprotected endpoint answers 403 and says how to enable
+	// it. YAML: open: true. Default: false.
+	Open bool
+}
+
+// adminProtected reports whether the admin endpoints are protected: by
+// an admin listener, where they are served only, or by a token.
+func (c *Config) adminProtected() bool {
+	return c.has(AdminRole) || c.Admin.Token != ""
+}
+
+func (c *Config) has(r Role) bool {
+	return slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Serve == r })
+}
+
+// ServesReset reports whether POST /v1/reset is served: when it is an
+// admin endpoint that an admin listener or a token protects, or with
+// Admin.Open. Otherwise it answers 403.
+func (c *Config) ServesReset() bool {
+	return c.Admin.Open || c.Admin.IsAdmin(EndpointReset) && c.adminProtected()
+}
+
+// ServesTopReset reports whether POST /v1/top/reset is served: when an
+// admin listener or a token protects it (it is always an admin
+// endpoint), or with Admin.Open. Otherwise it answers 403.
+func (c *Config) ServesTopReset() bool {
+	return c.Admin.Open || c.adminProtected()
+}
+
+// ResetRefusal is the reason given with the 403 of a counter-changing
+// endpoint (path) that is not served, and how to enable it.
+func ResetRefusal(path string) string {
+	return "POST " + path + " changes counters and nothing protects it, so it is off: " +
+		"enable it with an admin token (admin.token_file or SLUICE_ADMIN_TOKEN) or a serve: admin listener, " +
+		"with reset in admin.endpoints, or serve it to every client of the api listeners with admin.open: true"
 }
 
 // IsAdmin reports whether e is an admin endpoint.

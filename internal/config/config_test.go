@@ -463,6 +463,39 @@ func TestAdminTokenFile(t *testing.T) {
 	}
 }
 
+// TestTopDigestSecretFile: top.digest_secret_file is read by Load like
+// the admin token (a short secret refused without quoting it), and
+// SLUICE_TOP_DIGEST_SECRET wins over it.
+func TestTopDigestSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(dir+"/"+name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("secret", "fleet-digest-secret-0123\n")
+	write("short", "abc\n")
+	write("ok.yaml", "zones: [{name: a, limits: 1r/s}]\ntop: {digest_secret_file: secret}\n")
+	write("short.yaml", "zones: [{name: a, limits: 1r/s}]\ntop: {digest_secret_file: short}\n")
+	c, err := Load(dir + "/ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Top.DigestSecret != "fleet-digest-secret-0123" {
+		t.Errorf("digest secret %q, want the file's", c.Top.DigestSecret)
+	}
+	if _, err := Load(dir + "/short.yaml"); err == nil || !strings.Contains(err.Error(), "short.yaml:2: top.digest_secret_file: short:") || strings.Contains(err.Error(), "abc") {
+		t.Errorf("short secret: got %v", err)
+	}
+	if err := c.Override(Overrides{TopDigestSecret: "0123456789abcdef-env"}); err != nil || c.Top.DigestSecret != "0123456789abcdef-env" {
+		t.Errorf("env secret: got %v, %q", err, c.Top.DigestSecret)
+	}
+	if err := c.Override(Overrides{TopDigestSecret: "short"}); err == nil || strings.Contains(err.Error(), "short") {
+		t.Errorf("short env secret: got %v", err)
+	}
+}
+
 // TestManyProblemsStayLinear: a file where every one of thousands of
 // zones has problems parses in time linear in its size (a reload must not
 // stall on a broken file). It compares a file with ten times the zones of

@@ -42,6 +42,9 @@ type Overrides struct {
 	// AdminToken replaces the token read from admin.token_file
 	// (SLUICE_ADMIN_TOKEN).
 	AdminToken string
+	// TopDigestSecret replaces the secret read from
+	// top.digest_secret_file (SLUICE_TOP_DIGEST_SECRET).
+	TopDigestSecret string
 	// RLSConfigDir replaces rls.config_dir.
 	RLSConfigDir string
 	// GRPCListen replaces the address of the first grpc listener.
@@ -75,6 +78,12 @@ func (c *Config) Override(o Overrides) error {
 			w.add(0, "admin.token", "SLUICE_ADMIN_TOKEN: %v", err)
 		}
 		c.Admin.Token = o.AdminToken
+	}
+	if o.TopDigestSecret != "" {
+		if err := CheckToken(o.TopDigestSecret); err != nil {
+			w.add(0, "top.digest_secret", "SLUICE_TOP_DIGEST_SECRET: %v", err)
+		}
+		c.Top.DigestSecret = o.TopDigestSecret
 	}
 	c.overrideRLS(o)
 	w.validateStore(&c.Store)

@@ -2,8 +2,9 @@
 // validated values: the store, logging, listeners, zones and proxy rules.
 //
 // Parse is pure: it takes the bytes and a name for messages and does no
-// I/O; Load is the one wrapper that reads files: the configuration and the
-// admin token file it names (admin.token_file), whose problems are
+// I/O; Load is the one wrapper that reads files: the configuration, the
+// admin token file it names (admin.token_file) and the digest secret file
+// (top.digest_secret_file), whose problems are
 // reported with the others. Every problem is an
 // *Error that names the file, the line and the path of the value, such as
 //
@@ -54,7 +55,11 @@
 //     they appear in URLs, metric labels and Redis keys.
 //   - The admin token is at least 16 bytes of visible ASCII; an error
 //     about it never quotes it. SLUICE_ADMIN_TOKEN (Overrides.AdminToken)
-//     wins over the file, as every environment setting does.
+//     wins over the file, as every environment setting does; so is the
+//     top digest secret (SLUICE_TOP_DIGEST_SECRET).
+//   - Endpoints that change counters are off while nothing protects them
+//     unless admin.open says otherwise (Config.ServesReset); Warnings
+//     names what is open and what is off.
 //   - Configuring proxy rules without a proxy listener, or a proxy listener
 //     without rules or upstream, is an error rather than a silent no-op.
 package config

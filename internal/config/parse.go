@@ -19,7 +19,8 @@ import (
 const MaxFileSize = 4 << 20
 
 // Load reads and parses the file at path, reads the admin token from
-// admin.token_file and checks that the listeners' TLS files load (a
+// admin.token_file and the digest secret from top.digest_secret_file,
+// and checks that the listeners' TLS files load (a
 // relative name is relative to the directory of path).
 // Problems name the path as given.
 func Load(path string) (*Config, error) {
@@ -31,6 +32,9 @@ func Load(path string) (*Config, error) {
 	c := w.parse(data)
 	if c != nil && c.Admin.TokenFile != "" {
 		w.readToken(&c.Admin, filepath.Dir(path))
+	}
+	if c != nil && c.Top.DigestSecretFile != "" {
+		w.readDigestSecret(&c.Top, filepath.Dir(path))
 	}
 	if c != nil {
 		w.loadTLS(c, filepath.Dir(path))
@@ -298,27 +302,37 @@ func (w *walker) admin(n *yaml.Node, path string, a *Admin) {
 			}
 		},
 		"token_file": func(v *yaml.Node, p string) { a.TokenFile = w.str(v, p) },
+		"open":       func(v *yaml.Node, p string) { a.Open = w.boolean(v, p) },
 	})
 }
 
 // readToken reads a.TokenFile (relative to dir) into a.Token.
 func (w *walker) readToken(a *Admin, dir string) {
 	const p = "admin.token_file"
-	name := a.TokenFile
+	token, err := readSecret(a.TokenFile, dir)
+	if err != nil {
+		w.add(w.line(p), p, "%v", err)
+		return
+	}
+	a.Token = token
+}
+
+// readSecret reads a token or a secret from file (relative to dir): its
+// content without a final newline, checked by CheckToken.
+func readSecret(file, dir string) (string, error) {
+	name := file
 	if !filepath.IsAbs(name) {
 		name = filepath.Join(dir, name)
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
-		w.add(w.line(p), p, "%v", err)
-		return
+		return "", err
 	}
-	token := strings.TrimRight(string(data), "\r\n")
-	if err := CheckToken(token); err != nil {
-		w.add(w.line(p), p, "%s: %v", a.TokenFile, err)
-		return
+	secret := strings.TrimRight(string(data), "\r\n")
+	if err := CheckToken(secret); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
 	}
-	a.Token = token
+	return secret, nil
 }
 
 // MinTokenLen is the shortest admin token accepted, in bytes.

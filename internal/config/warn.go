@@ -1,21 +1,54 @@
 package config
 
-import "slices"
+import "strings"
 
 // Warnings returns what a valid configuration leaves open that an operator
 // should know of, one sentence each: "sluice serve" logs them at start
-// and "--check-config" prints them. Today that is POST /v1/reset open to
-// every client of the api listeners, which it is unless reset is an admin
-// endpoint and an admin listener or an admin token protects it (or no
-// listener serves api).
+// and "--check-config" prints them. With neither an admin listener nor
+// an admin token, that is every admin endpoint the api listeners serve
+// to any client (the top lists, and with Admin.Open the endpoints that
+// change counters), and the counter-changing endpoints that are off.
+// POST /v1/reset, when not an admin endpoint and served (Admin.Open), is
+// named whatever protects the others.
 func (c *Config) Warnings() []string {
-	var out []string
-	has := func(r Role) bool {
-		return slices.ContainsFunc(c.Listeners, func(l Listener) bool { return l.Serve == r })
+	if !c.has(API) {
+		return nil
 	}
-	if has(API) && (!c.Admin.IsAdmin(EndpointReset) || !has(AdminRole) && c.Admin.Token == "") {
-		out = append(out, "POST /v1/reset is open to every client of the api listeners: anyone who can reach them can clear any key's counters. "+
-			"Protect it with a serve: admin listener, or admin.token_file (or SLUICE_ADMIN_TOKEN), with reset in admin.endpoints")
+	var open, off []string
+	resetOpen := c.ServesReset() && !(c.Admin.IsAdmin(EndpointReset) && c.adminProtected())
+	switch {
+	case resetOpen:
+		open = append(open, "POST /v1/reset")
+	case !c.ServesReset():
+		off = append(off, "POST /v1/reset")
+	}
+	if !c.adminProtected() {
+		if c.Admin.IsAdmin(EndpointCheck) {
+			open = append(open, "POST /v1/check")
+		}
+		if c.Admin.IsAdmin(EndpointMetrics) {
+			open = append(open, "GET /metrics")
+		}
+		if !c.Top.Disabled {
+			if c.ServesTopReset() {
+				open = append(open, "POST /v1/top/reset")
+			} else {
+				off = append(off, "POST /v1/top/reset")
+			}
+			open = append(open, "GET /v1/top", "GET /ui")
+		}
+	}
+	var out []string
+	if len(open) > 0 {
+		w := "open to every client of the api listeners: " + strings.Join(open, ", ") + "."
+		if resetOpen || c.Admin.Open && !c.adminProtected() {
+			w += " Anyone who can reach them can clear any key's counters (admin.open: true)."
+		}
+		out = append(out, w+" Protect the admin endpoints with a serve: admin listener, or admin.token_file (or SLUICE_ADMIN_TOKEN), with reset in admin.endpoints")
+	}
+	if len(off) > 0 {
+		out = append(out, "off, answered 403: "+strings.Join(off, ", ")+
+			"; they change counters and nothing protects them. Enable them with an admin token or a serve: admin listener, or for every client with admin.open: true")
 	}
 	return out
 }

@@ -62,6 +62,18 @@ func (g *GRPCServer) Shutdown(ctx context.Context) error {
 	}
 }
 
+// SetServing sets the health status of "" and ServiceName to SERVING or
+// NOT_SERVING, such as NOT_SERVING while the store is not ready yet.
+// After Shutdown the status stays NOT_SERVING.
+func (g *GRPCServer) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	g.health.SetServingStatus("", st)
+	g.health.SetServingStatus(ServiceName, st)
+}
+
 // Close closes every connection at once.
 func (g *GRPCServer) Close() error {
 	g.srv.Stop()

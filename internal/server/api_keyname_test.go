@@ -23,6 +23,7 @@ func TestNoKeysInLogsOrErrors(t *testing.T) {
 	up := newUpstream(t)
 	ts := start(t, parseConfig(t, `
 store: {url: "`+r.URL()+`", timeout: 100ms}
+admin: {open: true}
 listeners:
   - {addr: "127.0.0.1:0"}
   - {addr: "127.0.0.1:0", serve: proxy}

@@ -21,6 +21,9 @@ func TestStrictJSON(t *testing.T) {
 		{`{"ZONE":"three","key":"a"}`, `unknown field "ZONE"`},
 		{`{"zone":"three","Key":"a"}`, `unknown field "Key"`},
 		{`{"zone":"three","key":"a","Cost":5}`, `unknown field "Cost"`},
+		// Said plainly, without Go's type names (wire.Request).
+		{`[{"zone":"three","key":"a"}]`, `the body is a JSON array; want a JSON object such as {"zone": "name", "key": "k"}`},
+		{`{"zone":"three","key":["a"]}`, `field "key" is a JSON array; want a string`},
 	} {
 		for _, path := range []string{"/v1/check", "/v1/reset"} {
 			resp, raw := post(t, ts.api+path, c.body)

@@ -12,6 +12,7 @@ import (
 
 const apiConfig = `
 listeners: [{addr: "127.0.0.1:0", max_body_bytes: 4096}]
+admin: {open: true}
 zones:
   - name: three
     limits: 3r/m

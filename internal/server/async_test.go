@@ -142,6 +142,7 @@ func TestResetForgetsEveryDenyCache(t *testing.T) {
 	ts := start(t, parseConfig(t, `
 store: {url: "`+r.URL()+`", timeout: 2s} # generous: a loaded machine must not fail the check itself
 listeners: [{addr: "127.0.0.1:0"}]
+admin: {open: true}
 zones:
   - {name: a, limits: 2r/h, key: "header:X-User", mode: async, sync_interval: 1m}
   - {name: b, limits: 100r/h, key: "header:X-User"}

@@ -44,7 +44,15 @@
 //     configured (404 on api listeners) and need the bearer token when one
 //     is set (401), compared in constant time over SHA-256 digests. The
 //     token is read per request from the current state, so a reload
-//     rotates it; refused calls are logged at most once per 10 s.
+//     rotates it; refused calls are logged at most once per 10 s. The
+//     endpoints that change counters (/v1/reset, /v1/top/reset) answer
+//     403 while neither an admin listener nor a token protects them,
+//     unless admin.open says to serve them to every client
+//     (config.Config.ServesReset), and the start-up warnings name every
+//     endpoint left open.
+//   - The top lists show keys by an HMAC under a secret drawn at start or
+//     configured (top.digest_secret_file), so that an ID reveals nothing
+//     of a key from a small set.
 //   - Error details drop Go package and operation names and hit indexes
 //     (publicDetail); a 404 for an unknown zone does not list the zones.
 //     The proxy's upstream error line is logged at most once per 10 s,
@@ -69,8 +77,11 @@
 //   - The file watcher polls size and modification time (default every
 //     2 s); an editor that writes a file in two steps may cause one failed
 //     reload, then a good one.
-//   - /readyz probes the store itself (a zero-cost check of one reserved
-//     key, bypassing the breaker) only when some zone fails closed: a
-//     server whose zones fail open or local still decides every check.
+//   - /readyz answers 503, and gRPC health NOT_SERVING, until the store is
+//     connected and its scripts loaded (ready.go); a check meanwhile waits
+//     for that up to the store timeout. Once ready, /readyz probes the
+//     store itself (a zero-cost check of one reserved key, bypassing the
+//     breaker) only when some zone fails closed: a server whose zones
+//     fail open or local still decides every check.
 //   - Metrics live in a registry created per Server; nothing is global.
 package server

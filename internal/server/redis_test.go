@@ -14,6 +14,7 @@ func redisConfig(t *testing.T, url string) string {
 	return `
 store: {url: "` + url + `", timeout: 1s}
 listeners: [{addr: "127.0.0.1:0"}]
+admin: {open: true}
 zones:
   - {name: open, limits: 2r/m}
   - {name: closed, limits: 5r/m, failure: closed}
@@ -104,6 +105,7 @@ func TestReadyWithoutClosedZones(t *testing.T) {
 	r := redistest.Standalone(t)
 	cfg := parseConfig(t, "store: {url: \""+r.URL()+"\"}\nlisteners: [{addr: \"127.0.0.1:0\"}]\nzones: [{name: open, limits: 5r/m}]\n")
 	ts := start(t, cfg, Options{})
+	ts.waitReady(t)
 	r.Kill()
 	if resp, raw := get(t, ts.api+"/readyz", nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("/readyz: status %d (%s), want 200: every zone fails open", resp.StatusCode, raw)

@@ -51,7 +51,11 @@ func (s *Server) grpcServer(cfg config.Listener, certs *certReloader) serving {
 	if certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.config())), grpc.ConnectionTimeout(cfg.ReadHeaderTimeout))
 	}
-	return s.rls.NewGRPCServer(int(min(cfg.MaxBodyBytes, 1<<30)), opts...)
+	g := s.rls.NewGRPCServer(int(min(cfg.MaxBodyBytes, 1<<30)), opts...)
+	// NOT_SERVING until the store is warm (ready.go).
+	g.SetServing(false)
+	s.ready.onReady(func() { g.SetServing(true) })
+	return g
 }
 
 // ReloadRLS reads the rule directory again and, if every file is valid,

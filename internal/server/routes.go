@@ -75,9 +75,12 @@ func (s *Server) postEndpoint(role config.Role, e config.Endpoint, h http.Handle
 // served only on admin listeners when there is one (404 elsewhere) and,
 // when a token is configured, only with "Authorization: Bearer TOKEN" (401
 // otherwise). Check and reset, when not admin endpoints, are not served on
-// admin listeners; /metrics is, as an operational endpoint.
+// admin listeners; /metrics is, as an operational endpoint. Reset, which
+// changes counters, is off (403) unless a listener or a token protects it
+// or the configuration opens it (config.Config.ServesReset).
 func (s *Server) adminAllows(w http.ResponseWriter, r *http.Request, role config.Role, e config.Endpoint) bool {
-	admin := &s.state.Load().cfg.Admin
+	cfg := s.state.Load().cfg
+	admin := &cfg.Admin
 	switch isAdmin := admin.IsAdmin(e); {
 	case isAdmin && role != config.AdminRole && s.adminListener:
 		writeProblem(w, http.StatusNotFound, "Not found", "no endpoint "+r.URL.Path+" on this listener; it is served on the admin listener")
@@ -91,6 +94,9 @@ func (s *Server) adminAllows(w http.ResponseWriter, r *http.Request, role config
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 		writeProblem(w, http.StatusUnauthorized, "Unauthorized", r.URL.Path+" needs the admin token: Authorization: Bearer TOKEN")
+		return false
+	case e == config.EndpointReset && !cfg.ServesReset():
+		writeProblem(w, http.StatusForbidden, "Forbidden", config.ResetRefusal(r.URL.Path))
 		return false
 	}
 	return true
@@ -142,10 +148,18 @@ func handleHealthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
-// handleReadyz answers 503 while the store cannot be reached and some
+// handleReadyz answers 503 until the store is warm (connected, scripts
+// loaded: ready.go), and while the store cannot be reached and some
 // zone's (or rate-limit domain's) failure policy is closed (every check of that zone would be
 // denied); 200 otherwise, when checks are decided, degraded or not.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.ok.Load() {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("not ready: connecting to the store and loading its scripts\n"))
+		return
+	}
 	st := s.state.Load()
 	closed := slices.ContainsFunc(st.cfg.Zones, func(z config.Zone) bool { return z.Failure == config.FailClosed })
 	closed = closed || s.rls != nil && s.rls.Rules().FailsClosed()

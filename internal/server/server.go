@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -80,6 +82,14 @@ type Server struct {
 	// top tracks the keys each zone limits most (top.go); nil when
 	// disabled.
 	top *top.Set
+
+	// tlsLogs bounds the failed TLS handshakes logged (httpErrorLog).
+	tlsLogs throttle
+	// ready is whether the store is warm (ready.go); stopWarm ends the
+	// warm-up at shutdown; storeLogs bounds its log lines.
+	ready     *readiness
+	stopWarm  context.CancelFunc
+	storeLogs throttle
 }
 
 type listener struct {
@@ -97,9 +107,12 @@ type serving interface {
 }
 
 // New returns a Server for cfg. It opens the store (unless opts.Store is
-// set) but does not listen yet. A Redis store must answer now: an
-// unreachable Redis at start is an error, not a degraded start. ctx is
-// only checked before anything is opened.
+// set) but does not listen yet, and starts warming the store up: the
+// server is ready (/readyz, gRPC health) once it has connected and loaded
+// its scripts (ready.go). A Redis that does not answer now is dialed
+// again in the background until it does; meanwhile the server is not
+// ready and its failure policies decide. ctx is only checked before
+// anything is opened.
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -117,17 +130,24 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), running: cfg, transport: newTransport()}
-	s.upstreamLogs.every, s.adminLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval
+	s.upstreamLogs.every, s.adminLogs.every, s.storeLogs.every = edge.DefaultLogInterval, edge.DefaultLogInterval, edge.DefaultLogInterval
+	s.tlsLogs.every = edge.DefaultLogInterval
 	s.adminListener = slices.ContainsFunc(cfg.Listeners, func(l config.Listener) bool { return l.Serve == config.AdminRole })
 	s.warn(cfg)
 	store := opts.Store
 	if store == nil {
 		var err error
-		if store, err = OpenStore(cfg.Store, s.log); err != nil {
+		store, err = OpenStore(cfg.Store, s.log)
+		if errors.Is(err, sluice.ErrUnavailable) {
+			s.log.Warn("store unreachable at start; not ready until it answers", "kind", string(cfg.Store.Kind), "error", err.Error())
+			store, err = openLateStore(cfg.Store, s.log), nil
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
-	b, err := newBackend(store, cfg.Store, s.metrics, s.log)
+	s.ready = newReadiness()
+	b, err := newBackend(store, cfg.Store, s.metrics, s.log, s.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +168,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 	s.state.Store(st)
 	if err := s.openRLS(cfg); err != nil {
 		return nil, err
+	}
+	warmCtx, cancel := context.WithCancel(context.Background())
+	s.stopWarm = cancel
+	if !s.backend.remote || s.warmOnce(warmCtx, time.Now(), 1) == nil {
+		s.ready.set() // a memory store, or a Redis warmed up at the first attempt
+	} else {
+		go s.warm(warmCtx)
 	}
 	return s, nil
 }
@@ -244,7 +271,7 @@ func (s *Server) httpServer(cfg config.Listener) *http.Server {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(httpErrorLog{s}, "", 0),
 	}
 }
 
@@ -292,6 +319,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // shutdown timeout, then closes the store.
 func (s *Server) shutdown() error {
 	s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
+	s.stopWarm()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -29,6 +29,10 @@ type Store struct {
 	// such as the memory store's key count and evictions. The server
 	// registers it next to its own. Default nil: none.
 	Metrics prometheus.Collector
+
+	// late is the Redis store that did not answer at start, which the
+	// server's warm-up dials (ready.go); nil otherwise.
+	late *lateStore
 }
 
 // OpenStore opens the store a configuration's store section describes:
@@ -109,10 +113,12 @@ func asyncKeyOf(z *config.Zone) asyncKey {
 type policyChain struct {
 	limiter sluice.Limiter
 	guard   *edge.Guard
+	gate    warmGate // in front of guard
 	cache   *edge.DenyCache
 }
 
-func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger) (*backend, error) {
+// ready gates the remote store's checks until it is warm (warmGate).
+func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger, ready *readiness) (*backend, error) {
 	timed := &timedLimiter{next: store.Limiter, hist: m.storeDuration}
 	b := &backend{store: store, remote: cfg.Kind != config.Memory, policies: map[config.FailurePolicy]*policyChain{}, log: log, asyncs: map[asyncKey]*edge.Async{}}
 	if !b.remote {
@@ -138,11 +144,12 @@ func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger) (*
 		if err != nil {
 			return nil, fmt.Errorf("server: failure policy %s: %w", p, err)
 		}
-		dc, err := edge.NewDenyCache(g, edge.DenyCacheOptions{})
+		gate := warmGate{next: g, r: ready, timeout: cfg.Timeout}
+		dc, err := edge.NewDenyCache(gate, edge.DenyCacheOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("server: deny cache: %w", err)
 		}
-		b.policies[p] = &policyChain{limiter: dc, guard: g, cache: dc}
+		b.policies[p] = &policyChain{limiter: dc, guard: g, gate: gate, cache: dc}
 	}
 	return b, nil
 }
@@ -189,7 +196,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	chain := b.policies[z.Failure]
 	var next sluice.Limiter = chain.limiter
 	if chain.guard != nil {
-		next = chain.guard
+		next = chain.gate
 	}
 	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, FirstSight: z.FirstSight, Logger: b.log})
 	if err != nil { // not with a validated configuration

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -115,3 +116,23 @@ func (r *certReloader) fileStamp() string {
 type httpsServer struct{ *http.Server }
 
 func (s httpsServer) Serve(ln net.Listener) error { return s.ServeTLS(ln, "", "") }
+
+// httpErrorLog receives net/http's error lines for a listener and logs
+// them as warnings, but for failed TLS handshakes (a plain-HTTP request,
+// a scanner, a client that does not trust the certificate), which any
+// client can cause once per connection: those are logged at most once per
+// edge.DefaultLogInterval, with the number suppressed since, as every
+// other refusal is.
+type httpErrorLog struct{ s *Server }
+
+func (l httpErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if !strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.s.log.Warn(msg)
+		return len(p), nil
+	}
+	if ok, suppressed := l.s.tlsLogs.allow(); ok {
+		l.s.log.Warn("TLS handshake failed", "error", msg, "suppressed", suppressed)
+	}
+	return len(p), nil
+}

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 
+	"github.com/sluicehq/sluice/edge"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -284,5 +285,39 @@ func TestTLSClientDNSName(t *testing.T) {
 	}
 	if err := get("other.mesh.internal"); err == nil {
 		t.Error("client certificate for another name: served, want refused")
+	}
+}
+
+// TestTLSHandshakeErrorsThrottled: 200 plain-HTTP requests to a TLS
+// listener, each a failed handshake, are logged as one warning per
+// edge.DefaultLogInterval (the later ones carry the number suppressed),
+// not one per connection.
+func TestTLSHandshakeErrorsThrottled(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, "sluice test CA")
+	_, cert, key := ca.issue(t, false)
+	os.WriteFile(filepath.Join(dir, "tls.crt"), cert, 0o600)
+	os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)
+	path := filepath.Join(dir, "sluice.yaml")
+	os.WriteFile(path, []byte("listeners: [{addr: '127.0.0.1:0', tls: {cert_file: tls.crt, key_file: tls.key}}]\nzones: [{name: a, limits: 1r/s}]\n"), 0o600)
+	ts := start(t, loadConfig(t, path), Options{})
+	addr := addrOf(t, ts, config.API)
+	plain := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	began := time.Now()
+	for range 200 {
+		if resp, err := plain.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+		}
+	}
+	count := func() int { return strings.Count(ts.logs.String(), "TLS handshake failed") }
+	for deadline := time.Now().Add(10 * time.Second); count() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // the server logs after it answered
+	}
+	elapsed := time.Since(began)
+	if n, most := count(), 1+int(elapsed/edge.DefaultLogInterval); n < 1 || n > most {
+		t.Errorf("%d TLS handshake warnings for 200 failed handshakes in %v, want 1 to %d; logs:\n%s", n, elapsed, most, ts.logs.String())
+	}
+	if n := strings.Count(ts.logs.String(), "TLS handshake error"); n != count() {
+		t.Errorf("%d lines name a TLS handshake error, %d of them throttled warnings", n, count())
 	}
 }

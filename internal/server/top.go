@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/top"
+	"github.com/sluicehq/sluice/internal/wire"
 )
 
 // Who is being limited: the wiring of package top into the server. Every
@@ -36,11 +38,20 @@ const (
 )
 
 // openTop makes the tracker set of cfg; nil when tracking is disabled.
+// Its keys' IDs are keyed with top.digest_secret_file's secret, or with
+// a secret drawn now; a reload keeps the set, and so the secret.
 func openTop(cfg *config.Config) (*top.Set, error) {
 	if cfg.Top.Disabled {
 		return nil, nil
 	}
-	return top.NewSet(top.Options{Period: cfg.Top.Period, Sample: cfg.Top.Sample})
+	opts := top.Options{Period: cfg.Top.Period, Sample: cfg.Top.Sample}
+	switch {
+	case cfg.Top.DigestSecret != "":
+		opts.DigestKey = []byte(cfg.Top.DigestSecret)
+	case cfg.Top.DigestSecretFile != "":
+		return nil, fmt.Errorf("server: top.digest_secret_file %q was not read; load the configuration with config.Load", cfg.Top.DigestSecretFile)
+	}
+	return top.NewSet(opts)
 }
 
 // configureTop tracks the zones of cfg, keeping the domains' trackers.
@@ -101,6 +112,10 @@ func (s *Server) topRoutes(mux *http.ServeMux, role config.Role) {
 		if !s.topAllows(w, r, role, true) {
 			return
 		}
+		if !s.state.Load().cfg.ServesTopReset() {
+			writeProblem(w, http.StatusForbidden, "Forbidden", config.ResetRefusal(r.URL.Path))
+			return
+		}
 		if !isJSON(r.Header.Get("Content-Type")) {
 			w.Header().Set("Accept-Post", "application/json")
 			writeProblem(w, http.StatusUnsupportedMediaType, "Unsupported media type", r.URL.Path+" accepts Content-Type: application/json only")
@@ -151,6 +166,10 @@ type TopZone struct {
 	ShowKeys bool     `json:"show_keys"`
 	Failure  string   `json:"failure,omitempty"`
 	Mode     string   `json:"mode,omitempty"`
+	// Sample is top.sample: one allowed check in Sample feeds the
+	// admitted list, counted Sample times, so that list's counts are
+	// estimates when it is above 1.
+	Sample int `json:"sample"`
 	// Rates are the checks per second over the last 10 whole seconds.
 	Rates TopRates `json:"rates"`
 	top.Snapshot
@@ -218,7 +237,9 @@ func (s *Server) handleTop(w http.ResponseWriter, r *http.Request) {
 		if t == nil {
 			continue // dropped by a reload since Names
 		}
-		rep.Zones = append(rep.Zones, topZone(st, name, t, n))
+		tz := topZone(st, name, t, n)
+		tz.Sample = s.running.Top.Sample // the set's, made at start
+		rep.Zones = append(rep.Zones, tz)
 	}
 	body, err := json.Marshal(&rep)
 	if err != nil {
@@ -298,7 +319,7 @@ func (s *Server) handleTopReset(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.writeProblem(w, r, badRequest("invalid JSON body: %v", err))
+		s.writeProblem(w, r, badRequest("invalid JSON body: %v", wire.TypeError(err, map[string]string{"zone": "a string", "id": "a string"})))
 		return
 	}
 	st := s.state.Load()

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 const topToken = "top-token-0123456789"
@@ -114,11 +113,11 @@ func TestTopAPI(t *testing.T) {
 		t.Errorf("login near = %+v (alice and carol), limits %v", login.Near, login.Limits)
 	}
 	trial := zoneOf(t, rep, "trial")
-	if len(trial.Denied) != 1 || !trial.Denied[0].Shadow || trial.Denied[0].ID != keyname.Of("bob") || trial.Denied[0].Key != "" {
+	if len(trial.Denied) != 1 || !trial.Denied[0].Shadow || trial.Denied[0].ID != ts.top.ID("bob") || trial.Denied[0].Key != "" {
 		t.Errorf("trial denied = %+v, want bob shadow-denied, by digest", trial.Denied)
 	}
 	tokens := zoneOf(t, rep, "tokens")
-	if len(tokens.Denied) != 1 || tokens.Denied[0].ID != keyname.Of(secret) || !tokens.Denied[0].Resettable {
+	if len(tokens.Denied) != 1 || tokens.Denied[0].ID != ts.top.ID(secret) || !tokens.Denied[0].Resettable {
 		t.Fatalf("tokens denied = %+v, want the secret by digest", tokens.Denied)
 	}
 
@@ -134,7 +133,7 @@ func TestTopAPI(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	idBody := `{"zone":"tokens","id":"` + keyname.Of(secret) + `"}`
+	idBody := `{"zone":"tokens","id":"` + ts.top.ID(secret) + `"}`
 	if got := reset("wrong", idBody); got != http.StatusUnauthorized {
 		t.Errorf("reset with a wrong token: %d, want 401", got)
 	}
@@ -217,7 +216,7 @@ func TestTopRLSDomain(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, {addr: '127.0.0.1:0', serve: grpc}]\nrls: {config_dir: '"+dir+"'}\ntop: {sample: 1}\n")
+	cfg := parseConfig(t, "listeners: [{addr: '127.0.0.1:0'}, {addr: '127.0.0.1:0', serve: grpc}]\nrls: {config_dir: '"+dir+"'}\ntop: {sample: 1}\nadmin: {open: true}\n")
 	ts := start(t, cfg, Options{})
 	ask := func(user string) int {
 		t.Helper()
@@ -237,7 +236,7 @@ func TestTopRLSDomain(t *testing.T) {
 		t.Fatalf("rls/edge = %+v, want two keys denied twice each, hidden, resettable", z)
 	}
 	// The descriptor's counter key, as the service builds it.
-	eve := keyname.Of("4:user3:eve")
+	eve := ts.top.ID("4:user3:eve")
 	if z.Denied[0].ID != eve && z.Denied[1].ID != eve {
 		t.Fatalf("denied IDs %s, %s; want eve's %s among them", z.Denied[0].ID, z.Denied[1].ID, eve)
 	}
@@ -245,7 +244,7 @@ func TestTopRLSDomain(t *testing.T) {
 		body string
 		want int
 	}{
-		{`{"zone":"rls/edge","id":"` + keyname.Of("4:user5:nobody") + `"}`, http.StatusNotFound},
+		{`{"zone":"rls/edge","id":"` + ts.top.ID("4:user5:nobody") + `"}`, http.StatusNotFound},
 		{`{"zone":"rls/other","id":"` + eve + `"}`, http.StatusNotFound},
 		{`{"zone":"rls/edge","id":"` + eve + `"}`, http.StatusNoContent},
 	} {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // chromium returns the path of Debian's chromium. Missing, the test fails
@@ -167,7 +165,7 @@ func TestUIBrowser(t *testing.T) {
 	for range 6 { // 3r/m: 3 allowed, 3 denied
 		post(t, ts.api+"/v1/check", `{"zone":"login","key":"`+key+`"}`)
 	}
-	row := `article.zone[data-zone="login"] tr.denied[data-id="` + keyname.Of(key) + `"]`
+	row := `article.zone[data-zone="login"] tr.denied[data-id="` + ts.top.ID(key) + `"]`
 	within(t, ctx, 5*time.Second, "the denied key appears", chromedp.WaitVisible(row))
 	text, _ := chromedp.Run(ctx, chromedp.Text(row))
 	if !strings.Contains(text, key) { // the zone shows its keys

@@ -38,11 +38,15 @@
 // Snapshot.Sampling says 2^s. TestFloodAccuracy tests the sum of both
 // errors against an exact count on a Zipf flood. A Limiter draws in two
 // steps, with the same probability: first at its Set's floor (the
-// smallest shift of all its trackers' shards, raised by Set.Run on each
-// tick, lowered at once), before it looks for the tracker, then the
-// bits left in the shard; a shard whose shift fell below the floor
-// unseen (for at most a tick) is sampled at the floor's rate meanwhile,
-// counted as many times (TestLimiterFloodFloor).
+// smallest shift of its trackers' shards that observed something in the
+// current or the previous second, raised by Set.Run on each tick,
+// lowered at once), before it looks for the tracker, then the bits left
+// in the shard. Idle shards are left out so that a flood observed on
+// fewer processors than there are shards raises the floor too
+// (TestLimiterFloodFloor, TestSetFloorIdleShards); a shard whose shift
+// fell below the floor unseen (for at most a tick), or an idle shard
+// until its first check is drawn, is sampled at the floor's rate
+// meanwhile, counted as many times.
 //
 // # Memory
 //
@@ -74,6 +78,9 @@
 // whatever the rate of denials (BenchmarkLimiter, BenchmarkLimiterRatio;
 // docs/server.md gives the measured cost).
 //
-// Keys are shown as their internal/keyname digest unless the tracker
-// was made with ShowKeys: a key is often a credential.
+// Keys are shown as a digest keyed with a secret (Options.DigestKey,
+// Tracker.ID) unless the tracker was made with ShowKeys: a key is often
+// a credential, and an unkeyed digest of a key from a small set (an IPv4
+// address, a numeric user id) gives the key away to anyone who tries
+// them all.
 package top

@@ -2,6 +2,7 @@ package top
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -23,18 +24,26 @@ type Set struct {
 	// a 32-bit random number is below it, ⌈2^32/Sample⌉.
 	below uint64
 	clock atomic.Int64
-	// floor is a shift that every shard of every tracker of the set is at
-	// least under (Options.Budget), most of the time: a Limiter draws a
-	// check with probability 2^-floor before it looks for the check's
-	// tracker, so that under a flood a check not drawn costs no lookup
-	// and no shard. Run raises it to the smallest shift on each tick; a
-	// shard that lowers its shift, and a new tracker, lower it at once.
-	// Between a tick's scan and its store a shard may lower its shift
-	// unseen: until the next tick its checks are then observed at the
-	// floor's rate, counted as many times (an unbiased estimate still).
+	// floor is a shift that every shard of every tracker of the set that
+	// is not idle is at least under (Options.Budget), most of the time: a
+	// Limiter draws a check with probability 2^-floor before it looks for
+	// the check's tracker, so that under a flood a check not drawn costs
+	// no lookup and no shard. Run raises it on each tick to the smallest
+	// shift of the shards that observed something in the current or the
+	// previous second (0 if none did), so that a flood observed on fewer
+	// processors than a tracker has shards raises it too; a shard that
+	// lowers its shift, one that observes again after an idle second,
+	// and a new tracker lower it at once. Between a tick's scan and its
+	// store a shard may lower its shift unseen, and an idle shard's
+	// checks are drawn at the floor until one is drawn: meanwhile its
+	// checks are observed at the floor's rate, counted as many times (an
+	// unbiased estimate still).
 	floor atomic.Uint32
 	mu    sync.Mutex // serializes changes of m
 	m     atomic.Pointer[trackers]
+	// shards is the number of shards of the set's trackers; 0 for New's
+	// (GOMAXPROCS, at most MaxShards). Tests set it.
+	shards int
 }
 
 // trackers are the trackers of a Set, by name: m, and its first few in
@@ -90,14 +99,15 @@ func (s *Set) Run(ctx context.Context) {
 	for {
 		now := s.opts.Now().UnixNano()
 		s.clock.Store(now)
-		old, floor := s.floor.Load(), uint32(0)
-		ts := s.m.Load().m
-		if len(ts) > 0 {
-			floor = maxShift
-		}
-		for _, tr := range ts {
+		old, floor, active := s.floor.Load(), uint32(maxShift), false
+		for _, tr := range s.m.Load().m {
 			tr.lapse(now) // for Tracker.shift
-			floor = min(floor, tr.minShift(now))
+			if m, ok := tr.minShift(now); ok {
+				floor, active = min(floor, m), true
+			}
+		}
+		if !active {
+			floor = 0
 		}
 		s.floor.CompareAndSwap(old, floor) // unless lowered meanwhile
 		select {
@@ -112,7 +122,11 @@ func (s *Set) Run(ctx context.Context) {
 func (s *Set) newTracker(show bool) (*Tracker, error) {
 	opts := s.opts
 	opts.ShowKeys = show
-	t, err := New(opts)
+	n := s.shards
+	if n == 0 {
+		n = min(runtime.GOMAXPROCS(0), MaxShards)
+	}
+	t, err := newTracker(opts, n)
 	if err == nil {
 		t.clock = &s.clock
 		t.floor = &s.floor

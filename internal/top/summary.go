@@ -26,7 +26,7 @@ type entry struct {
 	// shadow is whether the latest observation was a shadow denial.
 	shadow bool
 	// long is whether the key was longer than KeyBytes: key holds its
-	// first KeyBytes bytes and digest its keyname digest.
+	// first KeyBytes bytes and digest the first 8 bytes of its SHA-256.
 	long   bool
 	klen   uint8
 	key    [KeyBytes]byte

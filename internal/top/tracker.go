@@ -1,8 +1,12 @@
 package top
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"hash/maphash"
 	"math"
 	"runtime"
@@ -11,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // Defaults of Options.
@@ -29,6 +31,7 @@ const (
 	maxCapacity      = 1024
 	maxBuckets       = 60
 	maxHistorySecond = 3600
+	minDigestKey     = 16
 )
 
 // Options configure a Tracker. The zero value means defaults.
@@ -49,8 +52,15 @@ type Options struct {
 	// seconds, at most an hour. Default 5m.
 	History time.Duration
 	// ShowKeys shows keys as they are; otherwise a key is shown by its
-	// internal/keyname digest. Default false.
+	// keyed digest (Tracker.ID). Default false.
 	ShowKeys bool
+	// DigestKey is the secret of the keys' digests (Tracker.ID), at
+	// least 16 bytes: trackers with the same DigestKey show a key under
+	// the same ID, and without it nobody can tell which key an ID
+	// stands for, even one of a small set such as IPv4 addresses.
+	// Default: 32 random bytes drawn by New, or by NewSet for all its
+	// trackers.
+	DigestKey []byte
 	// Sample is, for a Limiter, how many allowed checks that are not near a
 	// limit stand for one observed: one in Sample, drawn at random, is
 	// observed with its cost and count multiplied by Sample. Denials and
@@ -101,6 +111,10 @@ func (o *Options) defaults() error {
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
 	}
+	if o.DigestKey == nil {
+		o.DigestKey = make([]byte, 32)
+		rand.Read(o.DigestKey) // never fails (crypto/rand)
+	}
 	switch {
 	case o.Capacity < 1 || o.Capacity > maxCapacity:
 		return errors.New("top: capacity must be between 1 and 1024")
@@ -118,6 +132,8 @@ func (o *Options) defaults() error {
 		return errors.New("top: budget must be between 1 and 2^30")
 	case o.History < time.Second || o.History > maxHistorySecond*time.Second:
 		return errors.New("top: history must be between 1s and 1h")
+	case len(o.DigestKey) < minDigestKey:
+		return errors.New("top: digest key must be at least 16 bytes")
 	}
 	return nil
 }
@@ -208,7 +224,11 @@ type shard struct {
 	// without a flood.
 	budgetSec            int64
 	observed, candidates int64
-	observedTotal        int64 // every observation made, for tests
+	// active is budgetSec, for Set.Run to read without the lock: a shard
+	// that observed nothing in the current or the previous second is
+	// idle and does not hold the set's floor down (Tracker.minShift).
+	active        atomic.Int64
+	observedTotal int64 // every observation made, for tests
 	// The fields above, written by every observation, share no cache
 	// line with the next shard's.
 	_ [64]byte
@@ -244,7 +264,9 @@ func newTracker(opts Options, n int) (*Tracker, error) {
 		sh.seconds = make([]second, int(opts.History/time.Second))
 		sh.epoch = epoch
 		sh.next = (epoch + 1) * t.bucket
-		sh.secStart = math.MinInt64 / 2 // no second yet
+		sh.secStart = math.MinInt64 / 2  // no second yet
+		sh.budgetSec = math.MinInt64 / 2 // no second yet
+		sh.active.Store(sh.budgetSec)
 	}
 	return t, nil
 }
@@ -354,13 +376,22 @@ func lowerFloor(floor *atomic.Uint32, k uint32) {
 	}
 }
 
-// minShift is the smallest shift of t's shards at now.
-func (t *Tracker) minShift(now int64) uint32 {
-	m := uint32(maxShift)
+// minShift is the smallest shift at now of t's shards that are not idle
+// (that observed something in the current or the previous second), and
+// whether there was any. An idle shard is left out: a flood observed on
+// fewer processors than there are shards must still raise the floor.
+// When an idle shard observes again, its first observation of the
+// second lowers the floor to its shift at once (shard.budget).
+func (t *Tracker) minShift(now int64) (m uint32, ok bool) {
+	m = maxShift
 	for i := range t.shards {
-		m = min(m, shiftAt(t.shards[i].flood.Load(), now))
+		sh := &t.shards[i]
+		if sh.active.Load() < now/1e9-1 {
+			continue
+		}
+		m, ok = min(m, shiftAt(sh.flood.Load(), now)), true
 	}
-	return m
+	return m, ok
 }
 
 // lapse ends the floods of the shards that lapsed at now.
@@ -413,6 +444,7 @@ func (sh *shard) budget(t *Tracker, now int64, k uint32) {
 			}
 		}
 		sh.budgetSec, sh.observed, sh.candidates = u, 0, 0
+		sh.active.Store(u)
 		sh.setShift(t, u, next)
 		if next != k {
 			return // this observation was drawn at the old shift
@@ -563,12 +595,13 @@ func (t *Tracker) Forget(key string) {
 func (t *Tracker) Lookup(id string) (string, bool) {
 	t.lock()
 	defer t.unlock()
+	d := t.digester()
 	for i := range t.shards {
 		for _, b := range t.shards[i].buckets {
 			for _, s := range b {
 				for i := range s.entries {
 					e := &s.entries[i]
-					if s.counts[i] > 0 && !e.long && keyname.Of(e.keyString()) == id {
+					if s.counts[i] > 0 && !e.long && d.id(e) == id {
 						return e.keyString(), true
 					}
 				}
@@ -580,7 +613,7 @@ func (t *Tracker) Lookup(id string) (string, bool) {
 
 // Key is one key of a list.
 type Key struct {
-	// ID is the key's internal/keyname digest.
+	// ID is the key's keyed digest (Tracker.ID).
 	ID string `json:"id"`
 	// Key is the key itself with Options.ShowKeys (its first KeyBytes
 	// bytes and "..." when longer); otherwise empty.
@@ -735,8 +768,9 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 		return aggs[i].e.hash < aggs[j].e.hash
 	})
 	keys := make([]Key, 0, min(n, len(aggs)))
+	d := t.digester()
 	for _, a := range aggs[:min(n, len(aggs))] {
-		k := Key{ID: t.id(a.e), Count: a.count, Error: a.err, Since: time.Unix(0, a.since).UTC(), Last: time.Unix(0, a.last).UTC(), Resettable: !a.e.long}
+		k := Key{ID: d.id(a.e), Count: a.count, Error: a.err, Since: time.Unix(0, a.since).UTC(), Last: time.Unix(0, a.last).UTC(), Resettable: !a.e.long}
 		if t.opts.ShowKeys {
 			k.Key = a.e.keyString()
 			if a.e.long {
@@ -752,9 +786,41 @@ func (t *Tracker) merge(l, n int, total *int64) []Key {
 	return keys
 }
 
-func (t *Tracker) id(e *entry) string {
+// ID returns the ID under which key is listed: "hmac:" and the first 16
+// hex digits of the HMAC-SHA-256 of key under Options.DigestKey, as in
+//
+//	printf %s "$KEY" | openssl dgst -sha256 -hmac "$SECRET" -r | cut -c1-16
+//
+// (for a key longer than KeyBytes, whose bytes are not kept, of a zero
+// byte and the first 8 bytes of its SHA-256).
+func (t *Tracker) ID(key string) string {
+	var e entry
+	e.setKey(key)
+	return t.digester().id(&e)
+}
+
+// ID is Tracker.ID for the set's trackers, which share their DigestKey.
+func (s *Set) ID(key string) string {
+	var e entry
+	e.setKey(key)
+	return digester{hmac.New(sha256.New, s.opts.DigestKey)}.id(&e)
+}
+
+// digester computes entries' IDs; not safe for concurrent use.
+type digester struct{ mac hash.Hash }
+
+func (t *Tracker) digester() digester {
+	return digester{hmac.New(sha256.New, t.opts.DigestKey)}
+}
+
+func (d digester) id(e *entry) string {
+	d.mac.Reset()
 	if e.long {
-		return "sha256:" + hex.EncodeToString(e.digest[:])
+		d.mac.Write([]byte{0})
+		d.mac.Write(e.digest[:])
+	} else {
+		d.mac.Write(e.key[:e.klen])
 	}
-	return keyname.Of(e.keyString())
+	var sum [sha256.Size]byte
+	return "hmac:" + hex.EncodeToString(d.mac.Sum(sum[:0])[:8])
 }

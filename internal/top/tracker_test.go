@@ -1,6 +1,7 @@
 package top
 
 import (
+	"github.com/sluicehq/sluice/internal/keyname"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/keyname"
 )
 
 // clock is a settable clock for trackers.
@@ -72,7 +72,7 @@ func TestAccuracyZipf(t *testing.T) {
 				bound := total / int64(tc.capacity)
 				byID := map[string]string{}
 				for k := range exact {
-					byID[keyname.Of(k)] = k
+					byID[tr.ID(k)] = k
 				}
 				listed := map[string]bool{}
 				for _, k := range snap.Admitted {
@@ -202,21 +202,56 @@ func TestKeysHidden(t *testing.T) {
 		key        string
 		resettable bool
 	}{{secret, true}, {long, false}} {
-		i := slices.IndexFunc(snap.Denied, func(k Key) bool { return k.ID == keyname.Of(tc.key) })
+		i := slices.IndexFunc(snap.Denied, func(k Key) bool { return k.ID == tr.ID(tc.key) })
 		if i < 0 {
-			t.Fatalf("%s not listed by its digest: %+v", keyname.Of(tc.key), snap.Denied)
+			t.Fatalf("%s not listed by its digest: %+v", tr.ID(tc.key), snap.Denied)
 		}
 		if snap.Denied[i].Resettable != tc.resettable {
 			t.Errorf("%s: resettable = %v, want %v", snap.Denied[i].ID, snap.Denied[i].Resettable, tc.resettable)
 		}
-		got, ok := tr.Lookup(keyname.Of(tc.key))
+		got, ok := tr.Lookup(tr.ID(tc.key))
 		if ok != tc.resettable || ok && got != tc.key {
-			t.Errorf("Lookup(%s) = %q, %v", keyname.Of(tc.key), got, ok)
+			t.Errorf("Lookup(%s) = %q, %v", tr.ID(tc.key), got, ok)
 		}
 	}
 	tr.Forget(secret)
-	if snap = tr.Snapshot(10); len(snap.Denied) != 1 || snap.Denied[0].ID != keyname.Of(long) {
+	if snap = tr.Snapshot(10); len(snap.Denied) != 1 || snap.Denied[0].ID != tr.ID(long) {
 		t.Errorf("after Forget: %+v, want only the long key", snap.Denied)
+	}
+}
+
+// TestKeyedIDs checks that a key's ID is an HMAC under the tracker's
+// DigestKey: the same for two trackers with one DigestKey, another under
+// another key, never the key's plain SHA-256, and what openssl's
+// "dgst -sha256 -hmac" prints for it.
+func TestKeyedIDs(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	a, b := tracker(t, Options{DigestKey: secret}), tracker(t, Options{DigestKey: secret})
+	other, random := tracker(t, Options{DigestKey: []byte("fedcba9876543210")}), tracker(t, Options{})
+	const key = "203.0.113.9"
+	// printf %s 203.0.113.9 | openssl dgst -sha256 -hmac 0123456789abcdef -r | cut -c1-16
+	want := "hmac:6c12fd2b48792833"
+	if got := a.ID(key); got != want {
+		t.Errorf("ID(%q) = %s, want %s", key, got, want)
+	}
+	if a.ID(key) != b.ID(key) {
+		t.Errorf("one DigestKey, two IDs: %s, %s", a.ID(key), b.ID(key))
+	}
+	for _, tr := range []*Tracker{other, random} {
+		if id := tr.ID(key); id == want || id == keyname.Of(key) || !strings.HasPrefix(id, "hmac:") || len(id) != len(want) {
+			t.Errorf("ID under another key = %s; want another hmac: ID, not %s nor %s", id, want, keyname.Of(key))
+		}
+	}
+	long := strings.Repeat("y", KeyBytes+1)
+	if a.ID(long) != b.ID(long) || a.ID(long) == other.ID(long) || a.ID(long) == a.ID(long[:KeyBytes]) {
+		t.Errorf("long key IDs %s, %s, %s, short %s: want the first two equal, the others not", a.ID(long), b.ID(long), other.ID(long), a.ID(long[:KeyBytes]))
+	}
+	a.Observe(key, Denied, 1, 1)
+	if snap := a.Snapshot(1); len(snap.Denied) != 1 || snap.Denied[0].ID != want {
+		t.Errorf("listed as %+v, want ID %s", snap.Denied, want)
+	}
+	if _, err := New(Options{DigestKey: []byte("short")}); err == nil {
+		t.Errorf("New with a 5-byte DigestKey: no error")
 	}
 }
 
@@ -443,7 +478,7 @@ func TestFloodAccuracy(t *testing.T) {
 	}
 	byID := map[string]string{}
 	for k := range exact {
-		byID[keyname.Of(k)] = k
+		byID[tr.ID(k)] = k
 	}
 	keys := slices.SortedFunc(func(yield func(string) bool) {
 		for k := range exact {

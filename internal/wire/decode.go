@@ -37,9 +37,37 @@ func DecodeRequest(raw []byte) (*Request, error) {
 	// matching cannot pick a different field, and none is unknown.
 	var req Request
 	if err := json.Unmarshal(raw, &req); err != nil {
-		return nil, err
+		return nil, TypeError(err, requestTypes)
 	}
 	return &req, nil
+}
+
+// requestTypes say what each field of a Request holds, for TypeError.
+var requestTypes = map[string]string{
+	"zone": "a string",
+	"key":  "a string",
+	"keys": "an array of strings",
+	"cost": "an integer",
+}
+
+// TypeError rewrites err, an error of encoding/json, when it says that a
+// JSON value does not fit a Go type (*json.UnmarshalTypeError), whose text
+// names Go types ("cannot unmarshal array into Go value of type
+// wire.Request"): as what the body should be, a JSON object with fields,
+// or for a field, what fields says it holds. Other errors are returned as
+// they are.
+func TypeError(err error, fields map[string]string) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	if te.Field == "" {
+		return fmt.Errorf("the body is a JSON %s; want a JSON object such as {\"zone\": \"name\", \"key\": \"k\"}", te.Value)
+	}
+	if want, ok := fields[te.Field]; ok {
+		return fmt.Errorf("field %q is a JSON %s; want %s", te.Field, truncate(te.Value, 40), want)
+	}
+	return fmt.Errorf("field %q is a JSON %s, which does not fit", truncate(te.Field, 32), truncate(te.Value, 40))
 }
 
 // checkFields refuses field names of the top-level object of raw that are

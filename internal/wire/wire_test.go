@@ -73,13 +73,19 @@ func TestDecodeRequestStrict(t *testing.T) {
 		{`{"zone":"z","Key":"a"}`, `unknown field "Key"`},
 		{`{"zone":"z","key":"a","extra":1}`, `unknown field "extra"`},
 		{`{"zone":"z","key":"a"} {}`, "after top-level value"},
-		{`["zone"]`, "cannot unmarshal array"},
-		{`{"zone":"z","key":1}`, "cannot unmarshal"},
+		{`["zone"]`, `the body is a JSON array; want a JSON object such as {"zone": "name", "key": "k"}`},
+		{`"zone"`, "the body is a JSON string; want a JSON object"},
+		{`{"zone":"z","key":1}`, `field "key" is a JSON number; want a string`},
+		{`{"zone":"z","keys":"a"}`, `field "keys" is a JSON string; want an array of strings`},
+		{`{"zone":"z","key":"a","cost":1.5}`, `field "cost" is a JSON number 1.5; want an integer`},
 		{``, "unexpected end"},
 	} {
 		_, err := DecodeRequest([]byte(c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("DecodeRequest(%q) = %v, want an error containing %q", c.body, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "wire.")) {
+			t.Errorf("DecodeRequest(%q) = %v, which names a Go type", c.body, err)
 		}
 	}
 	for _, body := range []string{

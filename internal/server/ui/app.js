@@ -83,13 +83,24 @@ function zoneCard(z, now) {
     el("span", { class: "shadow" }, z.rates.shadow_denied.toFixed(1) + " shadow-denied/s")));
   card.append(chart(z.seconds.slice(-CHART_SECONDS)));
   const window = Math.round(z.window_ns / 1e9);
+  const flood = z.sampling > 1;
   card.append(el("h3", {}, "Denied (last " + window + " s)"),
-    keyTable(z, z.denied, "denied", ["denials", "denied for"], k => [k.count, ago(now, k.since)], now));
+    keyTable(z, z.denied, "denied", ["denials", "denied for"], k => [countText(k, flood), ago(now, k.since)], now));
   card.append(el("h3", {}, "Near a limit (≥ 80%)"),
-    keyTable(z, z.near, "near", ["checks", "peak use"], k => [k.count, Math.round(k.usage * 100) + "%"], now));
+    keyTable(z, z.near, "near", ["checks", "peak use"], k => [countText(k, flood), Math.round(k.usage * 100) + "%"], now));
   card.append(el("h3", {}, "Top admitted cost"),
-    keyTable(z, z.admitted.slice(0, 5), "admitted", ["cost", "±"], k => [k.count, k.error], now, true));
+    keyTable(z, z.admitted.slice(0, 5), "admitted", ["cost"], k => [countText(k, flood || z.sample > 1)], now, true));
   return card;
+}
+
+// countText is a listed count as what Space-Saving guarantees of it: the
+// true count lies between count - error and count, shown "LOW–HIGH" when
+// error is not 0 (a key denied once that took over a counter of 43 shows
+// 1–44, not 44); "~" marks the estimate of a sampled list (the admitted
+// list when top.sample is above 1, every list under a flood).
+function countText(k, sampled) {
+  const s = k.error > 0 ? (k.count - k.error) + "–" + k.count : String(k.count);
+  return sampled ? "~" + s : s;
 }
 
 function ago(now, since) {
@@ -127,6 +138,8 @@ async function reset(zone, id, button) {
     setStatus("reset " + id + " in zone " + zone, false);
   } else if (resp.status === 401) {
     setStatus("reset refused: the admin token is missing or wrong", true);
+  } else if (resp.status === 403) {
+    setStatus("reset is off: nothing protects it (set an admin token or an admin listener, or admin.open: true)", true);
   } else {
     setStatus("reset answered " + resp.status, true);
   }
