@@ -136,13 +136,14 @@ func TestNestedWildcardAllOrNothing(t *testing.T) {
 	if d := resp.Statuses[1].DurationUntilReset.AsDuration(); d <= 0 || d > 2*time.Minute {
 		t.Errorf("duration_until_reset of the denial = %v, want the wait, in (0, 2m]", d)
 	}
-	// Response headers: the RateLimit fields and Retry-After.
+	// Response headers: envoyproxy/ratelimit's, of the descriptor over
+	// its limit.
 	h := map[string]string{}
 	for _, hv := range resp.ResponseHeadersToAdd {
 		h[hv.Key] = hv.Value
 	}
-	if h["Retry-After"] == "" || !strings.Contains(h["Ratelimit-Policy"], "q=3") || !strings.Contains(h["Ratelimit"], "r=0") {
-		t.Errorf("response_headers_to_add = %v, want Retry-After, a RateLimit-Policy with q=3 and a RateLimit with r=0", h)
+	if len(h) != 3 || h["RateLimit-Limit"] != "3" || h["RateLimit-Remaining"] != "0" || h["RateLimit-Reset"] == "" {
+		t.Errorf("response_headers_to_add = %v, want RateLimit-Limit 3, RateLimit-Remaining 0 and RateLimit-Reset", h)
 	}
 	// Another path of the same user has no nested rule: no limit.
 	if resp := r.ask("api", desc("user", "ann", "path", "/home")); resp.Statuses[0].CurrentLimit != nil {
@@ -236,8 +237,9 @@ func TestJSONEndpoint(t *testing.T) {
 		t.Fatalf("first: body %s (%v), want overallCode OK with a MINUTE limit", text, err)
 	}
 	code, text, h := post(strings.Replace(body, `"hits_addend": 10`, `"hitsAddend": 1`, 1))
-	if code != http.StatusTooManyRequests || !strings.Contains(text, `"overallCode":"OVER_LIMIT"`) || h.Get("Retry-After") == "" {
-		t.Fatalf("second: status %d %s, Retry-After %q; want 429 OVER_LIMIT with Retry-After", code, text, h.Get("Retry-After"))
+	// The response headers are for Envoy to add: in the body only.
+	if code != http.StatusTooManyRequests || !strings.Contains(text, `"overallCode":"OVER_LIMIT"`) || !strings.Contains(text, `"key":"RateLimit-Remaining"`) || h.Get("RateLimit-Remaining") != "" {
+		t.Fatalf("second: status %d %s, RateLimit-Remaining header %q; want 429 OVER_LIMIT with the headers in the body only", code, text, h.Get("RateLimit-Remaining"))
 	}
 }
 
@@ -368,9 +370,9 @@ func TestGlobalShadowMode(t *testing.T) {
 
 // TestSameCounterKeepsTheStricterLimit: two descriptors that select the
 // same counter (the same entries, here with limit overrides of 5 and 2 per
-// minute) are one hit of the check; the hit takes the stricter limit, so
-// neither descriptor's limit is dropped. Merged on Key and Window alone,
-// the second descriptor's 2 per minute was silently ignored.
+// minute) are one hit of the check, charged once per descriptor as
+// envoyproxy/ratelimit charges them; the hit takes the stricter limit, so
+// neither descriptor's limit is dropped.
 func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
 	override := func(n uint32) *pbDesc {
@@ -378,11 +380,11 @@ func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
 		return d
 	}
-	if got := r.askN(4, "api", override(5), override(2)); got != 2 {
-		t.Errorf("overrides of 5 and 2 per minute on one counter: %d of 4 OK, want 2", got)
+	if got := r.askN(4, "api", override(5), override(2)); got != 1 {
+		t.Errorf("overrides of 5 and 2 per minute on one counter: %d of 4 OK, want 1 (2 charged per request)", got)
 	}
 	if got := r.askN(4, "api", override(5)); got != 3 {
-		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded once each)", got)
+		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded)", got)
 	}
 }
 
