@@ -295,7 +295,7 @@ func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries
 // scale is the sluice rate and window of a limit of perUnit requests per
 // window. Above sluice.MaxRate, it is the same average rate, MaxRate per a
 // window shortened in proportion (whole microseconds): 2e9 per day is
-// enforced as 1e9 per 12 hours, so its limit_remaining is at most 1e9.
+// enforced as 1e9 per 12 hours, limit_remaining is requests_per_unit less the usage of that window.
 func scale(perUnit uint32, window time.Duration) (int64, time.Duration) {
 	if perUnit <= sluice.MaxRate {
 		return int64(perUnit), window

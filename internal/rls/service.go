@@ -388,6 +388,11 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			h := &d.Hits[dd.hit]
 			var rem int64
 			rem, over = occurrence(h, c.Hits[dd.hit].Limit.Rate, dd, recorded)
+			if scaled := int64(dd.lim.perUnit) - dd.lim.sl.Rate; scaled > 0 && !over {
+				// requests_per_unit above sluice.MaxRate: what is left of
+				// it after the usage of the shortened window (scale).
+				rem += scaled
+			}
 			st.LimitRemaining = uint32(min(rem, math.MaxUint32))
 			wait := h.ResetAfter
 			if !h.Allowed {
