@@ -30,6 +30,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad failure", "domain: d\nfailure: maybe\n", 2, `unknown failure policy "maybe"`},
 		{"not yaml", "domain: [\n", 2, "did not find expected node content"},
 		{"empty", "", 0, "the file is empty"},
+		{"quoted boolean", "domain: d\ndescriptors:\n  - key: k\n    detailed_metric: \"yes\"\n", 4, `want true or false, got "yes"`},
+		{"key given twice", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      requests_per_unit: 2\n", 7, `field "requests_per_unit" given twice`},
+		{"metadata not a mapping", "domain: d\ndescriptors:\n  - key: k\n    metadata: [a]\n", 4, "want a mapping"},
+		{"merge of a scalar", "domain: d\ndescriptors:\n  - key: &a k\n  - key: j\n    <<: *a\n", 5, "a merge key takes a mapping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(tc.text)})
@@ -96,5 +100,43 @@ func TestParseProblemTextExact(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseLoadsWhatEnvoyRatelimitLoads: files envoyproxy/ratelimit loads
+// (YAML merge keys, shadow_mode without a rate_limit, metadata, YAML 1.1
+// booleans, requests_per_unit above sluice.MaxRate, a '*' inside a value
+// with share_threshold) load, with the meaning they have there.
+func TestParseLoadsWhatEnvoyRatelimitLoads(t *testing.T) {
+	text := `domain: d
+descriptors:
+  - key: first
+    rate_limit: &perminute
+      unit: minute
+      requests_per_unit: 20
+  - key: merged
+    rate_limit:
+      <<: *perminute
+      requests_per_unit: 5
+  - &base
+    key: a
+    rate_limit: {<<: *perminute}
+  - <<: *base
+    key: b
+  - key: parent
+    shadow_mode: true
+    detailed_metric: yes
+    value_to_metric: off
+    metadata: {service: {name: s}}
+    descriptors:
+      - key: child
+        rate_limit: {unit: day, requests_per_unit: 4294967295}
+  - key: path
+    value: /api/*/action
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`
+	if _, err := rls.Parse(map[string][]byte{"f.yaml": []byte(text)}); err != nil {
+		t.Fatal(err)
 	}
 }

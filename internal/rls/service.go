@@ -40,13 +40,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the service's metrics. Default: none.
 	Registerer prometheus.Registerer
-	// ResponseHeaders adds the RateLimit-Policy and RateLimit fields, and
-	// Retry-After when over the limit, to response_headers_to_add.
-	// Default: false.
+	// ResponseHeaders adds envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset of the descriptor closest to
+	// its limit to response_headers_to_add, as its
+	// LIMIT_RESPONSE_HEADERS_ENABLED does. Default: false.
 	ResponseHeaders bool
-	// Shadow puts every limit in shadow mode, as envoyproxy/ratelimit's
-	// SHADOW_MODE does: requests are decided and counted as usual and
-	// answered OK. Default: false.
+	// Shadow is envoyproxy/ratelimit's SHADOW_MODE: requests are decided
+	// and counted as usual, each descriptor keeps its code, and the
+	// overall code is OK. Default: false.
 	Shadow bool
 }
 

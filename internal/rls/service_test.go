@@ -415,3 +415,52 @@ func TestDifferentAddendsSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestAsEnvoyRatelimitAnswers: the answers envoyproxy/ratelimit gives
+// (internal/rls/difftest compares them with the real one): a counter named
+// twice in a request is charged twice, each occurrence reporting its own
+// count; a descriptor over its limit reports 0 remaining; one that can
+// never pass has a duration_until_reset; the response headers are those of
+// the descriptor closest to its limit.
+func TestAsEnvoyRatelimitAnswers(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules + "  - key: blocked\n    rate_limit: {unit: minute, requests_per_unit: 0}\n"}, rigOptions{})
+	resp := r.ask("api", desc("user", "twice"), desc("user", "twice"))
+	if resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 8 {
+		t.Errorf("one counter twice: %v, want OK with 9 then 8 remaining", resp)
+	}
+	if resp = r.ask("api", withAddend(desc("user", "twice"), 7)); resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("7 asked, 8 left: %v, want OK with 1 remaining", resp)
+	}
+	resp = r.ask("api", withAddend(desc("user", "twice"), 2))
+	if resp.OverallCode != codeOver || resp.Statuses[0].LimitRemaining != 0 || resp.Statuses[0].DurationUntilReset == nil {
+		t.Errorf("2 asked, 1 left: %v, want OVER_LIMIT with 0 remaining and a reset", resp)
+	}
+	resp = r.ask("api", desc("blocked", "x"), desc("tenant", "t"))
+	if resp.OverallCode != codeOver || resp.Statuses[0].DurationUntilReset.AsDuration() != time.Minute || resp.Statuses[1].LimitRemaining != 100 {
+		t.Errorf("a limit of 0: %v, want OVER_LIMIT with a minute's reset, the tenant's 100 untouched", resp)
+	}
+	h := map[string]string{}
+	for _, hv := range resp.ResponseHeadersToAdd {
+		h[hv.Key] = hv.Value
+	}
+	if len(h) != 3 || h["RateLimit-Limit"] != "0" || h["RateLimit-Remaining"] != "0" || h["RateLimit-Reset"] != "60" {
+		t.Errorf("headers %v, want those of the blocked descriptor: 0, 0, 60", h)
+	}
+}
+
+// TestGlobalShadowModeKeepsDescriptorCodes: under rls.shadow_mode a
+// descriptor over its limit is OVER_LIMIT in its status, as with
+// envoyproxy/ratelimit's SHADOW_MODE, and only overall_code is OK; the
+// request is counted as without it (a denied one records nothing).
+func TestGlobalShadowModeKeepsDescriptorCodes(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{shadow: true})
+	for i := range 10 {
+		if resp := r.ask("api", desc("user", "s")); resp.OverallCode != codeOK || resp.Statuses[0].Code != codeOK || resp.Statuses[0].LimitRemaining != uint32(9-i) {
+			t.Fatalf("request %d: %v, want OK with %d remaining", i, resp, 9-i)
+		}
+	}
+	resp := r.ask("api", desc("user", "s"), desc("tenant", "s"))
+	if resp.OverallCode != codeOK || resp.Statuses[0].Code != codeOver || resp.Statuses[1].Code != codeOK || resp.Statuses[1].LimitRemaining != 100 {
+		t.Errorf("over the limit in shadow mode: %v, want overall OK, the user OVER_LIMIT, the tenant OK with 100 remaining", resp)
+	}
+}
