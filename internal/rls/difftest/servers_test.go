@@ -258,3 +258,26 @@ func (b *lockedBuffer) String() string {
 }
 
 var _ io.Writer = (*lockedBuffer)(nil)
+
+// TestInstallFailure runs itself in a child process whose go install of
+// envoyproxy/ratelimit cannot succeed (no module proxy, an empty module
+// cache): with CI=true the child must fail, otherwise skip.
+func TestInstallFailure(t *testing.T) {
+	if os.Getenv("DIFFTEST_CHILD") == "1" {
+		binaries(t)
+		t.Fatal("binaries returned without envoyproxy/ratelimit")
+	}
+	for _, ci := range []string{"true", ""} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestInstallFailure$", "-test.v")
+		cmd.Env = append(os.Environ(), "DIFFTEST_CHILD=1", "CI="+ci, "SLUICE_RATELIMIT_BIN_DIR="+t.TempDir(),
+			"GOPROXY=off", "GOMODCACHE="+t.TempDir(), "GOFLAGS=-modcacherw")
+		out, err := cmd.CombinedOutput()
+		text := string(out)
+		switch {
+		case ci == "true" && (err == nil || !strings.Contains(text, "--- FAIL") || !strings.Contains(text, "CI=true")):
+			t.Errorf("CI=true: want a failure naming CI, got err %v:\n%s", err, text)
+		case ci == "" && (err != nil || !strings.Contains(text, "--- SKIP")):
+			t.Errorf("CI unset: want a skip, got err %v:\n%s", err, text)
+		}
+	}
+}
