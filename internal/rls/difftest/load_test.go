@@ -25,9 +25,13 @@ var pinnedLoads = map[string]string{
 	"quota_mode": "sluice refuses",
 	// The first of the two values would be silently ignored.
 	"mapping_key_twice": "sluice refuses",
+	// envoyproxy/ratelimit's own fixtures of its main branch.
+	"fixture main_metadata.yaml":        "sluice loads",
+	"fixture main_share_threshold.yaml": "sluice loads",
 }
 
-// TestLoading gives every directory of testdata/load (and an empty one) to
+// TestLoading gives every directory of testdata/load, an empty one and
+// each of envoyproxy/ratelimit's own fixtures (testdata/fixtures) alone to
 // envoyproxy/ratelimit's config_check_cmd, which loads rules as its server
 // does, and to rls.LoadDir, and compares whether each loads.
 func TestLoading(t *testing.T) {
@@ -36,16 +40,33 @@ func TestLoading(t *testing.T) {
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no load cases in testdata/load: %v", err)
 	}
+	names := make([]string, len(dirs))
+	for i, dir := range dirs {
+		names[i] = filepath.Base(dir)
+	}
 	empty := filepath.Join(t.TempDir(), "empty_dir")
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dirs = append(dirs, empty)
+	dirs, names = append(dirs, empty), append(names, "empty_dir")
+	fixtures, err := filepath.Glob("testdata/fixtures/*.yaml")
+	if err != nil || len(fixtures) < 19 {
+		t.Fatalf("envoyproxy/ratelimit's fixtures: %d in testdata/fixtures (%v), want its 19 and more", len(fixtures), err)
+	}
+	for _, f := range fixtures {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs, names = append(dirs, dir), append(names, "fixture "+filepath.Base(f))
+	}
 	same := 0
-	var names []string
-	for _, dir := range dirs {
-		name := filepath.Base(dir)
-		names = append(names, name)
+	for i, dir := range dirs {
+		name := names[i]
 		out, upErr := exec.Command(check, "-config_dir", dir).CombinedOutput()
 		_, slErr := rls.LoadDir(dir)
 		got := ""
