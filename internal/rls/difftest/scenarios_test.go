@@ -240,6 +240,10 @@ func scenarios(m mode) []scenario {
 				times(3, ask("reload", d("two_per_minute", "r2"))),
 				times(1, ask("reload", d("one_per_minute", "r2"))),
 			)},
+			// An invalid file: both keep serving the rules they have.
+			scenario{name: "reload-invalid", before: breakRules, reqs: cat(
+				times(3, ask("reload", d("two_per_minute", "r3"))),
+			)},
 		)
 	}
 	return s
@@ -260,6 +264,16 @@ descriptors:
   - key: two_per_minute
     rate_limit: {unit: minute, requests_per_unit: 2}
 `
+
+// breakRules writes an invalid reload.yaml and gives both servers time to
+// read it (either way they must keep the rules they serve).
+func breakRules(t *testing.T, p *pair) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(p.dir, "reload.yaml"), []byte(reloadRulesChanged+"  - key: bad\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+}
 
 // reload writes rules to reload.yaml in the pair's rule directory and waits
 // until both servers answer with a limit for the key probe (a value no
