@@ -29,6 +29,9 @@ var pinned = map[string]string{
 	// An empty domain or no descriptors over gRPC: sluice answers
 	// INVALID_ARGUMENT, envoyproxy/ratelimit UNKNOWN.
 	"plain/malformed": "2: error",
+	// A limit override with unit UNKNOWN: envoyproxy/ratelimit's process
+	// panics (the connection drops), sluice answers INVALID_ARGUMENT.
+	"plain/override-unknown-unit": "1: error",
 }
 
 // scenarios are the request sequences of a mode. Counters with a per-second
@@ -244,6 +247,10 @@ func scenarios(m mode) []scenario {
 			scenario{name: "reload-invalid", before: breakRules, reqs: cat(
 				times(3, ask("reload", d("two_per_minute", "r3"))),
 			)},
+			// Last: envoyproxy/ratelimit's process panics on it.
+			scenario{name: "override-unknown-unit", reqs: []request{
+				ask("edge", limited(3, typev3.RateLimitUnit_UNKNOWN, 0, d("ov", "unknown"))),
+			}},
 		)
 	}
 	return s
