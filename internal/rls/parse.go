@@ -116,7 +116,13 @@ type parser struct {
 	// descriptors counts the descriptors read, aliases expanded, against
 	// maxDescriptors.
 	descriptors int
+	// merged counts the fields that merge keys added, against maxMerged.
+	merged int
 }
+
+// maxMerged bounds the fields that merge keys add in one file, so that a
+// small file of merges of merges cannot make the parser work without end.
+const maxMerged = 100_000
 
 // maxDescriptors bounds the descriptors of one file after expanding YAML
 // aliases, so that a small file of nested aliases cannot exhaust memory.
@@ -409,7 +415,15 @@ func (p *parser) pairs(n *yaml.Node, path string, depth int) [][2]*yaml.Node {
 				p.add(k, path, "a merge key takes a mapping or a list of mappings, got %s", describe(src))
 				continue
 			}
-			merged = append(merged, p.pairs(src, path, depth+1)...)
+			if p.merged > maxMerged {
+				continue
+			}
+			add := p.pairs(src, path, depth+1)
+			if p.merged += len(add); p.merged > maxMerged {
+				p.add(k, path, "merge keys add more than %d fields", maxMerged)
+				continue
+			}
+			merged = append(merged, add...)
 		}
 	}
 	set := map[string]bool{}

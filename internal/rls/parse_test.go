@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -138,5 +139,20 @@ descriptors:
 `
 	if _, err := rls.Parse(map[string][]byte{"f.yaml": []byte(text)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestParseMergeBomb: merge keys that merge mappings that merge others
+// (each level doubling the fields) are refused after a bounded amount of
+// work, not expanded without end.
+func TestParseMergeBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - key: k0\n    rate_limit: &l0 {unit: second, requests_per_unit: 1}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "  - key: k%d\n    rate_limit: &l%d {<<: [*l%d, *l%d, *l%d, *l%d]}\n", i, i, i-1, i-1, i-1, i-1)
+	}
+	_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(b.String())})
+	if err == nil || !strings.Contains(err.Error(), "merge keys add more than") {
+		t.Fatalf("err %v, want the bound on merged fields", err)
 	}
 }
