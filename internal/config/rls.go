@@ -18,13 +18,13 @@ type RLS struct {
 	// (its RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config). Default: none, no
 	// rate-limit service.
 	ConfigDir string
-	// ResponseHeaders adds the RateLimit-Policy, RateLimit and (when over
-	// the limit) Retry-After fields to every response's
+	// ResponseHeaders adds envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset fields to every response's
 	// response_headers_to_add. Default: false.
 	ResponseHeaders bool
-	// ShadowMode puts every rate-limit rule in shadow mode (decided,
-	// counted, answered OK), as envoyproxy/ratelimit's SHADOW_MODE.
-	// Default: false.
+	// ShadowMode answers every request's overall code OK, each descriptor
+	// decided and counted as usual and keeping its own code, as
+	// envoyproxy/ratelimit's SHADOW_MODE. Default: false.
 	ShadowMode bool
 }
 

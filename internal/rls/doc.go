@@ -37,8 +37,13 @@
 //     of being split into checks that could half succeed; send them in
 //     separate requests.
 //   - requests_per_unit 0, or an addend above the limit, can never pass:
-//     such a descriptor is OVER_LIMIT without asking the store, and the
-//     other descriptors are peeked (cost 0) to report their state.
+//     such a descriptor is OVER_LIMIT without asking the store (0
+//     remaining, a window's duration_until_reset), and the other
+//     descriptors are peeked (cost 0) to report their state.
+//   - Descriptors that select one counter (Envoy sends a descriptor twice
+//     when a route and its virtual host both carry the action) are one
+//     hit charged the sum of their costs, as envoyproxy/ratelimit charges
+//     each occurrence; each reports the count as of its own charge.
 //   - Sliding windows by default (the domain file's sluice field
 //     "algorithm" selects another: buckets, log, decay, gcra), so
 //     duration_until_reset is, for a descriptor over its limit, the
@@ -69,7 +74,14 @@
 //     the store, never an error that Envoy's default failure_mode_deny:
 //     false would let through.
 //   - Options.Shadow (rls.shadow_mode) is envoyproxy/ratelimit's global
-//     SHADOW_MODE: every check is a shadow check, answered OK.
+//     SHADOW_MODE: requests are decided and counted as usual, every
+//     descriptor keeps its code, and only overall_code is OK.
+//   - Options.ResponseHeaders adds envoyproxy/ratelimit's RateLimit-Limit,
+//     RateLimit-Remaining and RateLimit-Reset of the descriptor closest to
+//     its limit.
+//
+// internal/rls/difftest compares these answers with the real
+// envoyproxy/ratelimit's, request by request.
 //
 // Counters live in sluice zone "rls/<domain>", keyed by the descriptor's
 // entries, so they never meet a sluice zone's keys.

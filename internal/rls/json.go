@@ -16,7 +16,8 @@ import (
 // ServeJSON serves envoyproxy/ratelimit's POST /json: a RateLimitRequest
 // in protobuf's JSON mapping (field names in either case) answered with
 // the RateLimitResponse in the same mapping: 200 when OK, 429 when over
-// the limit. A malformed request gets 400, a body over the listener's
+// the limit. response_headers_to_add stay in the body, as there: they are
+// for Envoy to add to its response, not this one's. A malformed request gets 400, a body over the listener's
 // limit 413, a store that could not decide 503, each with a plain-text
 // reason. The server puts it behind the rules of its other POST
 // endpoints (Content-Type: application/json, admin settings).
@@ -64,9 +65,6 @@ func (s *Service) ServeJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	for _, h := range resp.ResponseHeadersToAdd {
-		w.Header().Set(h.Key, h.Value)
-	}
 	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}

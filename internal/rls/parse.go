@@ -27,7 +27,8 @@ const maxDepth = 32
 // subdirectories, not files whose name starts with '.'), each one domain
 // in envoyproxy/ratelimit's format. Every problem of every file is
 // reported, each a *config.Error with the file, the line and the path of
-// the value. A directory without a rule file is an error.
+// the value. A directory without a rule file has no domains: every
+// request is answered OK, as envoyproxy/ratelimit answers it.
 func LoadDir(dir string) (*Rules, error) {
 	stamp, err := DirStamp(dir)
 	if err != nil {
@@ -50,9 +51,6 @@ func LoadDir(dir string) (*Rules, error) {
 			return nil, fmt.Errorf("rls: %w", err)
 		}
 		files[path] = data
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("rls: %s: no *.yaml or *.yml rule file", dir)
 	}
 	r, err := Parse(files)
 	if r != nil {
@@ -118,7 +116,13 @@ type parser struct {
 	// descriptors counts the descriptors read, aliases expanded, against
 	// maxDescriptors.
 	descriptors int
+	// merged counts the fields that merge keys added, against maxMerged.
+	merged int
 }
+
+// maxMerged bounds the fields that merge keys add in one file, so that a
+// small file of merges of merges cannot make the parser work without end.
+const maxMerged = 100_000
 
 // maxDescriptors bounds the descriptors of one file after expanding YAML
 // aliases, so that a small file of nested aliases cannot exhaust memory.
@@ -204,7 +208,7 @@ func (p *parser) level(n *yaml.Node, path string, algo sluice.Algorithm, metric 
 	lines := map[string]int{}
 	for i, item := range n.Content {
 		ip := path + "[" + strconv.Itoa(i) + "]"
-		r := p.descriptor(item, ip, algo, metric, depth)
+		r := p.descriptor(deref(item), ip, algo, metric, depth)
 		if r == nil {
 			continue
 		}
@@ -245,6 +249,13 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 		"detailed_metric": func(v *yaml.Node, path string) { r.detailedMetric = p.boolean(v, path) },
 		"share_threshold": func(v *yaml.Node, path string) { r.shareThreshold = p.boolean(v, path) },
 		"value_to_metric": func(v *yaml.Node, path string) { r.valueToMetric = p.boolean(v, path) },
+		// metadata is for RESPONSE_DYNAMIC_METADATA, which sluice does not
+		// send: any mapping is read and ignored.
+		"metadata": func(v *yaml.Node, path string) {
+			if !isNull(v) && v.Kind != yaml.MappingNode {
+				p.add(v, path, "want a mapping, got %s", describe(v))
+			}
+		},
 		"quota_mode": func(v *yaml.Node, path string) {
 			p.add(v, path, "quota_mode is not supported by sluice: its violations are reported only in dynamic metadata, which sluice does not send (use shadow_mode for a limit that is counted but never denies)")
 		},
@@ -255,9 +266,11 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 	if r.key == "" {
 		p.add(n, path+".key", "missing key (every descriptor needs a key)")
 	}
-	r.prefix, r.wildcard = strings.CutSuffix(r.value, "*")
+	if r.wildcard = strings.Contains(r.value, "*"); r.wildcard {
+		r.parts = strings.Split(r.value, "*")
+	}
 	if r.shareThreshold && !r.wildcard {
-		p.add(n, path+".share_threshold", "share_threshold needs a wildcard value such as foo*")
+		p.add(n, path+".share_threshold", "share_threshold needs a wildcard value such as foo* or /api/*/action")
 	}
 	r.metric = r.key
 	if r.value != "" {
@@ -271,8 +284,6 @@ func (p *parser) descriptor(n *yaml.Node, path string, algo sluice.Algorithm, me
 		if r.limit != nil && r.limit.sl.Name == "" {
 			r.limit.sl.Name = r.metric
 		}
-	} else if shadow {
-		p.add(n, path+".shadow_mode", "shadow_mode without a rate_limit has no effect")
 	}
 	if children != nil {
 		r.children = p.level(children, path+".descriptors", algo, r.metric, depth+1)
@@ -313,14 +324,15 @@ func (p *parser) rateLimit(n *yaml.Node, path string, algo sluice.Algorithm, sha
 		}
 		return l
 	}
-	window, ok := units[l.unit]
+	unitWindow, ok := units[l.unit]
 	switch {
 	case unitNode == nil:
 		p.add(n, path+".unit", "missing unit (want "+unitNames+")")
 	case !ok:
 		p.add(unitNode, path+".unit", "unknown unit %q (want "+unitNames+")", l.unit)
 	}
-	l.sl = sluice.Limit{Name: l.name, Rate: int64(l.perUnit), Window: window, Algorithm: algo, Shadow: shadow}
+	rate, window := scale(l.perUnit, unitWindow)
+	l.sl = sluice.Limit{Name: l.name, Rate: rate, Window: window, Algorithm: algo, Shadow: shadow}
 	l.current = &pb.RateLimitResponse_RateLimit{Name: l.name, RequestsPerUnit: l.perUnit, Unit: pbUnits[l.unit]}
 	if ok && l.perUnit > 0 {
 		if err := l.sl.Validate(); err != nil {
@@ -339,8 +351,11 @@ var pbUnits = map[string]pb.RateLimitResponse_RateLimit_Unit{
 }
 
 // fields walks a mapping, calling the function registered for each key.
-// Unknown and repeated keys are problems, as envoyproxy/ratelimit's
-// loader makes them.
+// Unknown and repeated keys are problems: a key given twice would
+// silently drop one of its values (envoyproxy/ratelimit keeps the last).
+// YAML merge keys (<<: *anchor, or a list of anchors) add the fields of
+// the mappings they name that the mapping does not set itself, as YAML
+// and envoyproxy/ratelimit's loader read them.
 func (p *parser) fields(n *yaml.Node, path string, fields map[string]func(*yaml.Node, string)) {
 	n = deref(n)
 	if isNull(n) {
@@ -351,8 +366,8 @@ func (p *parser) fields(n *yaml.Node, path string, fields map[string]func(*yaml.
 		return
 	}
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+	for _, kv := range p.pairs(n, path, 0) {
+		k, v := kv[0], kv[1]
 		f, ok := fields[k.Value]
 		fp := k.Value
 		if path != "" {
@@ -373,6 +388,55 @@ func (p *parser) fields(n *yaml.Node, path string, fields map[string]func(*yaml.
 			f(deref(v), fp)
 		}
 	}
+}
+
+// pairs lists the key and value nodes of mapping n: its own keys, then
+// those of the mappings its merge keys name that it does not set itself
+// (the first merged mapping that sets a key wins).
+func (p *parser) pairs(n *yaml.Node, path string, depth int) [][2]*yaml.Node {
+	var own, merged [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			own = append(own, [2]*yaml.Node{k, v})
+			continue
+		}
+		if depth >= maxDepth {
+			p.add(k, path, "merge keys nested more than %d deep", maxDepth)
+			continue
+		}
+		v = deref(v)
+		srcs := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			srcs = v.Content
+		}
+		for _, src := range srcs {
+			if src = deref(src); src.Kind != yaml.MappingNode {
+				p.add(k, path, "a merge key takes a mapping or a list of mappings, got %s", describe(src))
+				continue
+			}
+			if p.merged > maxMerged {
+				continue
+			}
+			add := p.pairs(src, path, depth+1)
+			if p.merged += len(add); p.merged > maxMerged {
+				p.add(k, path, "merge keys add more than %d fields", maxMerged)
+				continue
+			}
+			merged = append(merged, add...)
+		}
+	}
+	set := map[string]bool{}
+	for _, kv := range own {
+		set[kv[0].Value] = true
+	}
+	for _, kv := range merged {
+		if !set[kv[0].Value] {
+			set[kv[0].Value] = true
+			own = append(own, kv)
+		}
+	}
+	return own
 }
 
 func (p *parser) list(n *yaml.Node, path string, f func(*yaml.Node, string)) {
@@ -399,12 +463,20 @@ func (p *parser) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
+// boolean reads a plain (unquoted) YAML boolean, in YAML 1.1's spellings
+// as envoyproxy/ratelimit's loader reads them (true, yes, on, y and their
+// negations); a quoted "true" is a string and refused, as there.
 func (p *parser) boolean(n *yaml.Node, path string) bool {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
-		p.add(n, path, "want true or false, got %s", describe(n))
+	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
+		switch n.Value {
+		case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y":
+			return true
+		case "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N":
+			return false
+		}
 	}
-	return b
+	p.add(n, path, "want true or false, got %s", describe(n))
+	return false
 }
 
 func (p *parser) uint32(n *yaml.Node, path string) uint32 {

@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -30,6 +31,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad failure", "domain: d\nfailure: maybe\n", 2, `unknown failure policy "maybe"`},
 		{"not yaml", "domain: [\n", 2, "did not find expected node content"},
 		{"empty", "", 0, "the file is empty"},
+		{"quoted boolean", "domain: d\ndescriptors:\n  - key: k\n    detailed_metric: \"yes\"\n", 4, `want true or false, got "yes"`},
+		{"key given twice", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      requests_per_unit: 2\n", 7, `field "requests_per_unit" given twice`},
+		{"metadata not a mapping", "domain: d\ndescriptors:\n  - key: k\n    metadata: [a]\n", 4, "want a mapping"},
+		{"merge of a scalar", "domain: d\ndescriptors:\n  - key: &a k\n  - key: j\n    <<: *a\n", 5, "a merge key takes a mapping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(tc.text)})
@@ -62,8 +67,9 @@ func TestLoadDirSkipsOtherFiles(t *testing.T) {
 	if err != nil || rules.Domains() != 2 || rules.Domain("a") == nil || rules.Domain("b") == nil {
 		t.Fatalf("LoadDir: %v, %d domains; want a and b", err, rules.Domains())
 	}
-	if _, err := rls.LoadDir(t.TempDir()); err == nil {
-		t.Error("an empty directory must be an error")
+	// As envoyproxy/ratelimit: no rule file, no domain, every answer OK.
+	if rules, err := rls.LoadDir(t.TempDir()); err != nil || rules.Domains() != 0 {
+		t.Errorf("an empty directory: %v, %v; want no domains and no error", rules, err)
 	}
 }
 
@@ -95,5 +101,58 @@ func TestParseProblemTextExact(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestParseLoadsWhatEnvoyRatelimitLoads: files envoyproxy/ratelimit loads
+// (YAML merge keys, shadow_mode without a rate_limit, metadata, YAML 1.1
+// booleans, requests_per_unit above sluice.MaxRate, a '*' inside a value
+// with share_threshold) load, with the meaning they have there.
+func TestParseLoadsWhatEnvoyRatelimitLoads(t *testing.T) {
+	text := `domain: d
+descriptors:
+  - key: first
+    rate_limit: &perminute
+      unit: minute
+      requests_per_unit: 20
+  - key: merged
+    rate_limit:
+      <<: *perminute
+      requests_per_unit: 5
+  - &base
+    key: a
+    rate_limit: {<<: *perminute}
+  - <<: *base
+    key: b
+  - key: parent
+    shadow_mode: true
+    detailed_metric: yes
+    value_to_metric: off
+    metadata: {service: {name: s}}
+    descriptors:
+      - key: child
+        rate_limit: {unit: day, requests_per_unit: 4294967295}
+  - key: path
+    value: /api/*/action
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`
+	if _, err := rls.Parse(map[string][]byte{"f.yaml": []byte(text)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParseMergeBomb: merge keys that merge mappings that merge others
+// (each level doubling the fields) are refused after a bounded amount of
+// work, not expanded without end.
+func TestParseMergeBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - key: k0\n    rate_limit: &l0 {unit: second, requests_per_unit: 1}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "  - key: k%d\n    rate_limit: &l%d {<<: [*l%d, *l%d, *l%d, *l%d]}\n", i, i, i-1, i-1, i-1, i-1)
+	}
+	_, err := rls.Parse(map[string][]byte{"f.yaml": []byte(b.String())})
+	if err == nil || !strings.Contains(err.Error(), "merge keys add more than") {
+		t.Fatalf("err %v, want the bound on merged fields", err)
 	}
 }

@@ -80,16 +80,17 @@ type level struct {
 	// exact maps "key_value" and, for descriptors without a value, "key"
 	// to the descriptor, as envoyproxy/ratelimit's composite keys do.
 	exact map[string]*rule
-	// wildcards are the descriptors whose value ends in '*', in file
-	// order; the first whose prefix matches wins.
+	// wildcards are the descriptors whose value has a '*', in file
+	// order; the first that matches wins.
 	wildcards []*rule
 }
 
 // rule is one descriptor of a file.
 type rule struct {
 	key, value string
-	// prefix is the value without its trailing '*' for a wildcard.
-	prefix   string
+	// parts are a wildcard's value split at each '*', each of which
+	// matches any run of bytes, the empty one included.
+	parts    []string
 	wildcard bool
 	// shareThreshold makes every value the wildcard matches count on one
 	// counter (the wildcard's), instead of one counter per value.
@@ -167,7 +168,7 @@ func (d *Domain) match(entries []entry) (match, bool) {
 		r := lv.exact[e.key+"_"+e.value]
 		if r == nil {
 			for _, w := range lv.wildcards {
-				if w.key == e.key && strings.HasPrefix(e.value, w.prefix) {
+				if w.key == e.key && wildcardMatch(w.parts, e.value) {
 					r = w
 					break
 				}
@@ -208,6 +209,27 @@ func (d *Domain) match(entries []entry) (match, bool) {
 		lv = &r.children
 	}
 	return match{}, false
+}
+
+// wildcardMatch reports whether value matches a wildcard split at its
+// '*'s into parts: it starts with the first part, ends with the last and
+// holds the others in order between them, without overlap, as
+// envoyproxy/ratelimit's main branch matches ("foo*" is a prefix, in
+// "/api/*/action" the '*' any run of bytes, the empty one too).
+func wildcardMatch(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, part)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(part):]
+	}
+	return true
 }
 
 // metricValue is the value part of the rule's metric path for a request
@@ -259,7 +281,8 @@ func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries
 		label.WriteString(e.key)
 	}
 	l := &limit{unit: strings.ToLower(unit.name.String()), perUnit: o.GetRequestsPerUnit()}
-	l.sl = sluice.Limit{Name: label.String(), Rate: int64(l.perUnit), Window: unit.d * time.Duration(mult), Algorithm: d.Algorithm}
+	rate, window := scale(l.perUnit, unit.d*time.Duration(mult))
+	l.sl = sluice.Limit{Name: label.String(), Rate: rate, Window: window, Algorithm: d.Algorithm}
 	l.current = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: l.perUnit, Unit: unit.name, UnitMultiplier: o.GetUnitMultiplier()}
 	if l.perUnit > 0 {
 		if err := l.sl.Validate(); err != nil {
@@ -267,6 +290,18 @@ func (d *Domain) override(o *rlv3.RateLimitDescriptor_RateLimitOverride, entries
 		}
 	}
 	return l, nil
+}
+
+// scale is the sluice rate and window of a limit of perUnit requests per
+// window. Above sluice.MaxRate, it is the same average rate, MaxRate per a
+// window shortened in proportion (whole microseconds): 2e9 per day is
+// enforced as 1e9 per 12 hours, limit_remaining is requests_per_unit less the usage of that window.
+func scale(perUnit uint32, window time.Duration) (int64, time.Duration) {
+	if perUnit <= sluice.MaxRate {
+		return int64(perUnit), window
+	}
+	w := time.Duration(float64(window) * sluice.MaxRate / float64(perUnit))
+	return sluice.MaxRate, max(w.Truncate(time.Microsecond), time.Microsecond)
 }
 
 // overrideUnits are the units of a limit override (the protos' type.v3

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -40,13 +40,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the service's metrics. Default: none.
 	Registerer prometheus.Registerer
-	// ResponseHeaders adds the RateLimit-Policy and RateLimit fields, and
-	// Retry-After when over the limit, to response_headers_to_add.
-	// Default: false.
+	// ResponseHeaders adds envoyproxy/ratelimit's RateLimit-Limit,
+	// RateLimit-Remaining and RateLimit-Reset of the descriptor closest to
+	// its limit to response_headers_to_add, as its
+	// LIMIT_RESPONSE_HEADERS_ENABLED does. Default: false.
 	ResponseHeaders bool
-	// Shadow puts every limit in shadow mode, as envoyproxy/ratelimit's
-	// SHADOW_MODE does: requests are decided and counted as usual and
-	// answered OK. Default: false.
+	// Shadow is envoyproxy/ratelimit's SHADOW_MODE: requests are decided
+	// and counted as usual, each descriptor keeps its code, and the
+	// overall code is OK. Default: false.
 	Shadow bool
 }
 
@@ -91,11 +92,15 @@ func (s *Service) Rules() *Rules { return s.rules.Load() }
 
 // descriptor is one request descriptor being decided.
 type descriptor struct {
-	m     match
-	lim   *limit
-	cost  int64
-	hit   int // index in the check's hits; -1 when not checked
-	state int // one of the descriptor states below
+	m    match
+	lim  *limit
+	cost int64
+	hit  int // index in the check's hits; -1 when not checked
+	// before and after are the costs of the descriptors of the same hit
+	// before and after this one in the request: every occurrence of a
+	// counter is charged, and reports the count as of its own charge.
+	before, after int64
+	state         int // one of the descriptor states below
 }
 
 const (
@@ -135,7 +140,7 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if n := limited(descs); n > MaxLimitedDescriptors {
 		return s.oversized(dom, descs, n), dom, nil
 	}
-	c, costs, blocked := dom.check(descs, s.opts.Shadow)
+	c, costs, blocked := dom.check(descs)
 	var d sluice.Decision
 	if len(c.Hits) > 0 {
 		var err error
@@ -270,18 +275,21 @@ func (s *Service) oversized(dom *Domain, descs []descriptor, n int) *pb.RateLimi
 const oversizedLogInterval = 10 * time.Second
 
 // check builds the sluice check of the descriptors in the checked state
-// (any number of hits: checkAll splits it). A non-shadow impossible
-// descriptor blocks the request: the check becomes a peek (cost 0), so that
-// the others report their state and nothing is recorded. Descriptors that
-// select the same counter (the same state: internal/ident) and ask for the
-// same cost share a hit, under the stricter of their limits. costs is nil
+// (any number of hits: checkAll splits it). Descriptors that select the
+// same counter (the same state: internal/ident) share a hit, under the
+// stricter of their limits, charged the sum of their costs, as
+// envoyproxy/ratelimit charges each occurrence. A non-shadow impossible
+// descriptor, or a counter whose occurrences together ask for more than
+// its limit, blocks the request: the check becomes a peek (cost 0), so
+// that the others report their state and nothing is recorded. costs is nil
 // when every hit has c.Cost; otherwise (descriptors with different
-// hits_addend) it is each hit's cost, for checkGroups.
-func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, costs []int64, blocked bool) {
-	uniform := true
+// hits_addend, or a counter named more than once) it is each hit's cost,
+// for checkGroups. Options.Shadow does not change the check: the request
+// is decided and counted as usual, and only its overall code is OK.
+func (d *Domain) check(descs []descriptor) (c sluice.Check, costs []int64, blocked bool) {
 	for i := range descs {
 		dd := &descs[i]
-		if dd.state == impossible && !dd.lim.sl.Shadow && !shadow {
+		if dd.state == impossible && !dd.lim.sl.Shadow {
 			blocked = true
 		}
 		if dd.state != checked {
@@ -290,19 +298,31 @@ func (d *Domain) check(descs []descriptor, shadow bool) (c sluice.Check, costs [
 		hit := sluice.Hit{Zone: "rls/" + d.Name, Key: dd.m.key, Limit: dd.lim.sl}
 		dd.hit = -1
 		for j, h := range c.Hits {
-			if costs[j] == dd.cost && stateOf(h) == stateOf(hit) {
-				dd.hit = j
+			if stateOf(h) == stateOf(hit) {
+				dd.hit, dd.before = j, costs[j]
+				costs[j] += dd.cost
 				c.Hits[j].Limit = stricter(h.Limit, hit.Limit)
+				break
 			}
 		}
 		if dd.hit < 0 {
-			uniform = uniform && (len(costs) == 0 || costs[0] == dd.cost)
 			dd.hit = len(c.Hits)
 			c.Hits = append(c.Hits, hit)
 			costs = append(costs, dd.cost)
 		}
 	}
-	c.Shadow = shadow
+	uniform := true
+	for j, h := range c.Hits {
+		uniform = uniform && costs[j] == costs[0]
+		if costs[j] > h.Limit.Rate {
+			blocked = true
+		}
+	}
+	for i := range descs {
+		if dd := &descs[i]; dd.state == checked {
+			dd.after = costs[dd.hit] - dd.before - dd.cost
+		}
+	}
 	if len(costs) > 0 {
 		c.Cost = costs[0]
 	}
@@ -339,14 +359,13 @@ func stricter(a, b sluice.Limit) sluice.Limit {
 	return a
 }
 
-// respond builds the response from the decision d of check c.
+// respond builds the response from the decision d of check c. Each
+// descriptor reports its counter as of its own charge (occurrence), as
+// envoyproxy/ratelimit does; Options.Shadow makes only the overall code OK.
 func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sluice.Decision, blocked bool) *pb.RateLimitResponse {
 	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(descs))}
-	over := func(st *pb.RateLimitResponse_DescriptorStatus) {
-		st.Code = pb.RateLimitResponse_OVER_LIMIT
-		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
-	}
 	hasHits := len(d.Hits) == len(c.Hits) && len(c.Hits) > 0
+	recorded := hasHits && d.Allowed && !blocked
 	for i := range descs {
 		dd := &descs[i]
 		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
@@ -360,59 +379,113 @@ func (s *Service) respond(dom *Domain, descs []descriptor, c sluice.Check, d *sl
 			continue
 		}
 		st.CurrentLimit = dd.lim.current
-		result := "ok"
+		over := false
 		switch {
 		case dd.state == impossible:
-			result = "over_limit"
-			if dd.lim.sl.Shadow || s.opts.Shadow {
-				result = "shadow_over_limit"
-			} else {
-				over(st)
-			}
+			// Never passes: the wait is a whole window.
+			over = true
+			st.DurationUntilReset = durationpb.New(dd.lim.sl.Window)
 		case hasHits:
 			h := &d.Hits[dd.hit]
-			st.LimitRemaining = uint32(min(h.Remaining, math.MaxUint32))
+			var rem int64
+			rem, over = occurrence(h, c.Hits[dd.hit].Limit.Rate, dd, recorded)
+			if scaled := int64(dd.lim.perUnit) - dd.lim.sl.Rate; scaled > 0 && !over {
+				// requests_per_unit above sluice.MaxRate: what is left of
+				// it after the usage of the shortened window (scale).
+				rem += scaled
+			}
+			st.LimitRemaining = uint32(min(rem, math.MaxUint32))
 			wait := h.ResetAfter
 			if !h.Allowed {
 				wait = h.RetryAfter
-				result = "over_limit"
-				if h.Shadow {
-					result = "shadow_over_limit"
-				} else {
-					over(st)
-				}
 			}
 			st.DurationUntilReset = durationpb.New(wait)
-		case !d.Allowed && !blocked && !s.opts.Shadow:
+		case !d.Allowed && !blocked:
 			// Decided without the store by a closed failure policy.
+			over = true
+		}
+		result := "ok"
+		switch {
+		case over && dd.lim.sl.Shadow:
+			result = "shadow_over_limit"
+		case over:
 			result = "over_limit"
-			over(st)
+			if s.opts.Shadow {
+				result = "shadow_over_limit"
+			}
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
 		s.metrics.descriptor(dom.Name, &dd.m, result)
 	}
-	if s.opts.ResponseHeaders && dom != nil {
-		resp.ResponseHeadersToAdd = headers(c, d, resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT)
+	if s.opts.ResponseHeaders {
+		resp.ResponseHeadersToAdd = headers(resp.Statuses, descs)
+	}
+	if s.opts.Shadow {
+		resp.OverallCode = pb.RateLimitResponse_OK
 	}
 	return resp
 }
 
-// headers are the RateLimit-Policy and RateLimit fields of the check and,
-// when the request is over the limit, Retry-After.
-func headers(c sluice.Check, d *sluice.Decision, overLimit bool) []*corev3.HeaderValue {
-	h := http.Header{}
-	if len(c.Hits) > 0 {
-		httpfields.SetFields(h, c, d)
+// occurrence is a checked descriptor's limit_remaining and whether it is over
+// its limit, from its hit's result h (rate is the hit's limit): the count
+// after its own charge, the charges of the counter's later occurrences in
+// the request taken back when the check was recorded, its earlier ones
+// added when it was not. A hit with room for all its charges in an
+// unrecorded check (another hit denied it, or it was a peek)
+// reports the count without this request's cost, as
+// envoyproxy/ratelimit reports a counter it did not increment.
+func occurrence(h *sluice.HitResult, rate int64, dd *descriptor, recorded bool) (remaining int64, over bool) {
+	rem := h.Remaining // floor(rate - used), clamped at 0
+	if h.Used > float64(rate) {
+		rem = int64(math.Floor(float64(rate) - h.Used))
 	}
-	delete(h, httpfields.FieldRetryAfter)
-	if overLimit {
-		wait := max(time.Second, d.RetryAfter())
-		h.Set(httpfields.FieldRetryAfter, fmt.Sprint(httpfields.CeilSeconds(wait)))
+	switch {
+	case recorded:
+		rem += dd.after
+	case h.Allowed && rem >= dd.before+dd.cost+dd.after:
+		rem -= dd.before
+	default:
+		rem -= dd.before + dd.cost
 	}
-	var out []*corev3.HeaderValue
-	for _, name := range []string{httpfields.FieldPolicy, httpfields.FieldRateLimit, httpfields.FieldRetryAfter} {
-		if v := h.Get(name); v != "" {
-			out = append(out, &corev3.HeaderValue{Key: name, Value: v})
+	if rem < 0 {
+		return 0, true
+	}
+	return rem, false
+}
+
+// headers are envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining
+// and RateLimit-Reset fields of the descriptor closest to its limit: the
+// last one over its limit, otherwise the first with the least
+// limit_remaining. None when no descriptor has a limit.
+func headers(statuses []*pb.RateLimitResponse_DescriptorStatus, descs []descriptor) []*corev3.HeaderValue {
+	var pick *pb.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for i, st := range statuses {
+		if descs[i].state == unlimited || st.CurrentLimit == nil {
+			continue
+		}
+		if st.LimitRemaining < least {
+			pick, least = st, st.LimitRemaining
+		}
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			pick, least = st, 0
 		}
 	}
-	return out
+	if pick == nil {
+		return nil
+	}
+	return []*corev3.HeaderValue{
+		{Key: HeaderLimit, Value: strconv.FormatUint(uint64(pick.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(pick.LimitRemaining), 10)},
+		{Key: HeaderReset, Value: strconv.FormatInt(httpfields.CeilSeconds(pick.DurationUntilReset.AsDuration()), 10)},
+	}
 }
+
+// The response headers of Options.ResponseHeaders, named as
+// envoyproxy/ratelimit names them by default.
+const (
+	HeaderLimit     = "RateLimit-Limit"
+	HeaderRemaining = "RateLimit-Remaining"
+	HeaderReset     = "RateLimit-Reset"
+)

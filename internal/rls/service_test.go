@@ -136,13 +136,14 @@ func TestNestedWildcardAllOrNothing(t *testing.T) {
 	if d := resp.Statuses[1].DurationUntilReset.AsDuration(); d <= 0 || d > 2*time.Minute {
 		t.Errorf("duration_until_reset of the denial = %v, want the wait, in (0, 2m]", d)
 	}
-	// Response headers: the RateLimit fields and Retry-After.
+	// Response headers: envoyproxy/ratelimit's, of the descriptor over
+	// its limit.
 	h := map[string]string{}
 	for _, hv := range resp.ResponseHeadersToAdd {
 		h[hv.Key] = hv.Value
 	}
-	if h["Retry-After"] == "" || !strings.Contains(h["Ratelimit-Policy"], "q=3") || !strings.Contains(h["Ratelimit"], "r=0") {
-		t.Errorf("response_headers_to_add = %v, want Retry-After, a RateLimit-Policy with q=3 and a RateLimit with r=0", h)
+	if len(h) != 3 || h["RateLimit-Limit"] != "3" || h["RateLimit-Remaining"] != "0" || h["RateLimit-Reset"] == "" {
+		t.Errorf("response_headers_to_add = %v, want RateLimit-Limit 3, RateLimit-Remaining 0 and RateLimit-Reset", h)
 	}
 	// Another path of the same user has no nested rule: no limit.
 	if resp := r.ask("api", desc("user", "ann", "path", "/home")); resp.Statuses[0].CurrentLimit != nil {
@@ -236,8 +237,9 @@ func TestJSONEndpoint(t *testing.T) {
 		t.Fatalf("first: body %s (%v), want overallCode OK with a MINUTE limit", text, err)
 	}
 	code, text, h := post(strings.Replace(body, `"hits_addend": 10`, `"hitsAddend": 1`, 1))
-	if code != http.StatusTooManyRequests || !strings.Contains(text, `"overallCode":"OVER_LIMIT"`) || h.Get("Retry-After") == "" {
-		t.Fatalf("second: status %d %s, Retry-After %q; want 429 OVER_LIMIT with Retry-After", code, text, h.Get("Retry-After"))
+	// The response headers are for Envoy to add: in the body only.
+	if code != http.StatusTooManyRequests || !strings.Contains(text, `"overallCode":"OVER_LIMIT"`) || !strings.Contains(text, `"key":"RateLimit-Remaining"`) || h.Get("RateLimit-Remaining") != "" {
+		t.Fatalf("second: status %d %s, RateLimit-Remaining header %q; want 429 OVER_LIMIT with the headers in the body only", code, text, h.Get("RateLimit-Remaining"))
 	}
 }
 
@@ -368,9 +370,9 @@ func TestGlobalShadowMode(t *testing.T) {
 
 // TestSameCounterKeepsTheStricterLimit: two descriptors that select the
 // same counter (the same entries, here with limit overrides of 5 and 2 per
-// minute) are one hit of the check; the hit takes the stricter limit, so
-// neither descriptor's limit is dropped. Merged on Key and Window alone,
-// the second descriptor's 2 per minute was silently ignored.
+// minute) are one hit of the check, charged once per descriptor as
+// envoyproxy/ratelimit charges them; the hit takes the stricter limit, so
+// neither descriptor's limit is dropped.
 func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{})
 	override := func(n uint32) *pbDesc {
@@ -378,11 +380,11 @@ func TestSameCounterKeepsTheStricterLimit(t *testing.T) {
 		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
 		return d
 	}
-	if got := r.askN(4, "api", override(5), override(2)); got != 2 {
-		t.Errorf("overrides of 5 and 2 per minute on one counter: %d of 4 OK, want 2", got)
+	if got := r.askN(4, "api", override(5), override(2)); got != 1 {
+		t.Errorf("overrides of 5 and 2 per minute on one counter: %d of 4 OK, want 1 (2 charged per request)", got)
 	}
 	if got := r.askN(4, "api", override(5)); got != 3 {
-		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded once each)", got)
+		t.Errorf("then the counter alone under 5 per minute: %d of 4 OK, want 3 (2 recorded)", got)
 	}
 }
 
@@ -411,5 +413,54 @@ func TestDifferentAddendsSplit(t *testing.T) {
 		if st.LimitRemaining != want {
 			t.Errorf("descriptor %d: remaining %d, want %d", i, st.LimitRemaining, want)
 		}
+	}
+}
+
+// TestAsEnvoyRatelimitAnswers: the answers envoyproxy/ratelimit gives
+// (internal/rls/difftest compares them with the real one): a counter named
+// twice in a request is charged twice, each occurrence reporting its own
+// count; a descriptor over its limit reports 0 remaining; one that can
+// never pass has a duration_until_reset; the response headers are those of
+// the descriptor closest to its limit.
+func TestAsEnvoyRatelimitAnswers(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules + "  - key: blocked\n    rate_limit: {unit: minute, requests_per_unit: 0}\n"}, rigOptions{})
+	resp := r.ask("api", desc("user", "twice"), desc("user", "twice"))
+	if resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 8 {
+		t.Errorf("one counter twice: %v, want OK with 9 then 8 remaining", resp)
+	}
+	if resp = r.ask("api", withAddend(desc("user", "twice"), 7)); resp.OverallCode != codeOK || resp.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("7 asked, 8 left: %v, want OK with 1 remaining", resp)
+	}
+	resp = r.ask("api", withAddend(desc("user", "twice"), 2))
+	if resp.OverallCode != codeOver || resp.Statuses[0].LimitRemaining != 0 || resp.Statuses[0].DurationUntilReset == nil {
+		t.Errorf("2 asked, 1 left: %v, want OVER_LIMIT with 0 remaining and a reset", resp)
+	}
+	resp = r.ask("api", desc("blocked", "x"), desc("tenant", "t"))
+	if resp.OverallCode != codeOver || resp.Statuses[0].DurationUntilReset.AsDuration() != time.Minute || resp.Statuses[1].LimitRemaining != 100 {
+		t.Errorf("a limit of 0: %v, want OVER_LIMIT with a minute's reset, the tenant's 100 untouched", resp)
+	}
+	h := map[string]string{}
+	for _, hv := range resp.ResponseHeadersToAdd {
+		h[hv.Key] = hv.Value
+	}
+	if len(h) != 3 || h["RateLimit-Limit"] != "0" || h["RateLimit-Remaining"] != "0" || h["RateLimit-Reset"] != "60" {
+		t.Errorf("headers %v, want those of the blocked descriptor: 0, 0, 60", h)
+	}
+}
+
+// TestGlobalShadowModeKeepsDescriptorCodes: under rls.shadow_mode a
+// descriptor over its limit is OVER_LIMIT in its status, as with
+// envoyproxy/ratelimit's SHADOW_MODE, and only overall_code is OK; the
+// request is counted as without it (a denied one records nothing).
+func TestGlobalShadowModeKeepsDescriptorCodes(t *testing.T) {
+	r := start(t, map[string]string{"api.yaml": apiRules}, rigOptions{shadow: true})
+	for i := range 10 {
+		if resp := r.ask("api", desc("user", "s")); resp.OverallCode != codeOK || resp.Statuses[0].Code != codeOK || resp.Statuses[0].LimitRemaining != uint32(9-i) {
+			t.Fatalf("request %d: %v, want OK with %d remaining", i, resp, 9-i)
+		}
+	}
+	resp := r.ask("api", desc("user", "s"), desc("tenant", "s"))
+	if resp.OverallCode != codeOK || resp.Statuses[0].Code != codeOver || resp.Statuses[1].Code != codeOK || resp.Statuses[1].LimitRemaining != 100 {
+		t.Errorf("over the limit in shadow mode: %v, want overall OK, the user OVER_LIMIT, the tenant OK with 100 remaining", resp)
 	}
 }
