@@ -97,8 +97,8 @@ func (s BreakerState) String() string {
 }
 
 // BreakerStats is a snapshot of a Breaker's state and counters, or of one
-// part's. Counters only grow, except that a Breaker's sums lose the
-// counters of the parts it forgets.
+// part's. Counters only grow; a Breaker's count the events of all its
+// parts, those it forgot included.
 type BreakerStats struct {
 	// State is the state of the part, or for the whole Breaker the worst
 	// of its parts' (open, then probing, then closed).
@@ -141,6 +141,9 @@ type Breaker struct {
 	parts sync.Map    // part name → *breakerPart
 	pmu   sync.Mutex  // serialises adding and forgetting parts
 	count int         // parts in parts; guarded by pmu
+
+	// The counters of every part: a forgotten part's stay counted.
+	opens, probes, failedProbes atomic.Uint64
 }
 
 // breakerPart is the state of one part of a store: the whole of it, or
@@ -204,19 +207,16 @@ func NewBreaker(opts BreakerOptions) (*Breaker, error) {
 func (b *Breaker) State() BreakerState { return b.Stats().State }
 
 // Stats returns a snapshot of the breaker's state and counters: with
-// parts, the worst state and the sums of the counters of the parts it
-// holds now.
+// parts, the worst state of those it holds now, the sum of their
+// consecutive failures, and the counts of every part's events.
 func (b *Breaker) Stats() BreakerStats {
 	if b.parter == nil {
 		return b.whole.stats()
 	}
-	var sum BreakerStats
+	sum := BreakerStats{Opens: b.opens.Load(), Probes: b.probes.Load(), FailedProbes: b.failedProbes.Load()}
 	for _, p := range b.Parts() {
 		sum.State = worse(sum.State, p.State)
 		sum.Failures += p.Failures
-		sum.Opens += p.Opens
-		sum.Probes += p.Probes
-		sum.FailedProbes += p.FailedProbes
 	}
 	return sum
 }
@@ -333,6 +333,7 @@ func (p *breakerPart) allow() (ok, probe bool) {
 		}
 		p.state.Store(int32(BreakerProbing))
 		p.probes.Add(1)
+		p.b.probes.Add(1)
 		return true, true
 	}
 	return false, false // probing: one probe at a time
@@ -369,12 +370,14 @@ func (p *breakerPart) failure(probe bool, err error) {
 	switch state := BreakerState(p.state.Load()); {
 	case probe && state == BreakerProbing:
 		p.failedProbes.Add(1)
+		p.b.failedProbes.Add(1)
 		p.wait = min(2*p.wait, p.b.maxBackoff)
 		p.reopen(now)
 		p.b.log.Warn("edge: store probe failed; breaker stays open",
 			p.logAttrs("error", err, "backoff", p.until.Sub(now), "outage", now.Sub(p.openedAt))...)
 	case !probe && state == BreakerClosed:
 		p.opens.Add(1)
+		p.b.opens.Add(1)
 		p.openedAt, p.wait = now, p.b.backoff
 		p.reopen(now)
 		p.b.log.Warn("edge: store failing; breaker opened, checks are decided without it",

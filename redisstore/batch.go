@@ -39,9 +39,11 @@ type batchResult struct {
 // time in the queue: a Redis that answers every call in time is healthy,
 // however long the queue in front of it (a saturated Redis makes checks
 // wait, it does not make them fail), up to Options.MaxQueue checks waiting:
-// past it a check fails at once (errQueueFull). When a call does time out, Redis is unhealthy: the checks
-// queued at that moment fail at once with the same error rather than each
-// waiting for a timeout of its own.
+// past it a check fails at once (errQueueFull). When a call does time
+// out, its node is unhealthy: the checks queued at that moment for the
+// same node (in a Cluster, the master of the same slot; see Store.Part)
+// fail at once with the same error rather than each waiting for a timeout
+// of its own.
 type coalescer struct {
 	s        *Store
 	maxBatch int
@@ -193,17 +195,30 @@ func (q *coalescer) run(batch []*pending) {
 		p.done <- r
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		q.failQueued(err)
+		q.failQueued(err, batch[0].call.slot)
 	}
 }
 
-// failQueued answers every queued check with err.
-func (q *coalescer) failQueued(err error) {
+// failQueued answers with err every queued check decided by the node
+// that failed to answer for slot: in a Cluster, the master of slot as the
+// Store's slot map has it (every check while the map is not known);
+// outside, the one server.
+func (q *coalescer) failQueued(err error, slot uint16) {
+	same := q.s.sameNode(slot)
+	var failed []*pending
 	q.mu.Lock()
-	queued := q.queue
-	q.queue = nil
+	kept := q.queue[:0]
+	for _, p := range q.queue {
+		if same(p.call.slot) {
+			failed = append(failed, p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(q.queue[len(kept):])
+	q.queue = kept
 	q.mu.Unlock()
-	for _, p := range queued {
+	for _, p := range failed {
 		p.done <- batchResult{err: err}
 	}
 }

@@ -36,6 +36,13 @@ type Cluster struct {
 // replica is in sync with its master. The processes stop when the test ends.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return NewClusterArgs(t)
+}
+
+// NewClusterArgs is NewCluster with more redis-server arguments for every
+// node, such as "--cluster-require-full-coverage", "no".
+func NewClusterArgs(t testing.TB, args ...string) *Cluster {
+	t.Helper()
 	bin := Binary(t, "redis-server")
 	cli := Binary(t, "redis-cli")
 	c := &Cluster{t: t}
@@ -43,18 +50,18 @@ func NewCluster(t testing.TB) *Cluster {
 	for range 6 {
 		dir := t.TempDir()
 		n := newServer(t, bin, dir, func(port, bus int) []string {
-			return append(serverArgs(dir, port),
+			return append(append(serverArgs(dir, port),
 				"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
 				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 				"--cluster-node-timeout", clusterNodeWait,
-				"--cluster-replica-validity-factor", "0")
+				"--cluster-replica-validity-factor", "0"), args...)
 		})
 		n.start(false)
 		c.nodes = append(c.nodes, n)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
+	create := append([]string{"--cluster", "create"}, c.Addrs()...)
+	create = append(create, "--cluster-replicas", "1", "--cluster-yes")
+	out, err := exec.Command(cli, create...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -289,4 +296,26 @@ func slotsServedByLive(addr string, isLive map[string]bool) string {
 		return fmt.Sprintf("%s: %d slots covered", addr, covered)
 	}
 	return ""
+}
+
+// SlotMasters returns the address of the master serving each of the 16384
+// hash slots, as a live node sees them: one read for many keys, where
+// MasterOf reads the map for each.
+func (c *Cluster) SlotMasters() []string {
+	c.t.Helper()
+	for _, addr := range c.liveAddrs() {
+		ranges, err := clusterSlots(addr)
+		if err != nil {
+			continue
+		}
+		owners := make([]string, slotCount)
+		for _, r := range ranges {
+			for sl := r.from; sl <= r.to && sl < slotCount; sl++ {
+				owners[sl] = r.master
+			}
+		}
+		return owners
+	}
+	c.t.Fatalf("redistest: no live cluster node answers CLUSTER SLOTS")
+	return nil
 }
