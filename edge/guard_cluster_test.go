@@ -53,14 +53,17 @@ func TestGuardClusterFailover(t *testing.T) {
 		t.Skip("starts a six-node Cluster and fails one master over")
 	}
 	const (
-		callers  = 16
-		nKeys    = 1000
-		timeout  = time.Second
-		backoff  = edge.DefaultBackoff
-		reroute  = time.Second // rueidis reads the slot map again within a random delay of up to 1s after an error
+		callers = 16
+		nKeys   = 1000
+		timeout = time.Second
+		backoff = edge.DefaultBackoff
+		// The client's reroute: rueidis reads the slot map again within a
+		// random delay of up to 1s after a failed call, the store's own map
+		// within topologyRetry (100ms), plus scheduling on a loaded machine.
+		reroute  = 1250 * time.Millisecond
 		hotRate  = 300
 		hotFirst = 200
-		after    = 2 * time.Second // load kept after the Cluster is healthy
+		after    = 3 * time.Second // load kept after the Cluster is healthy: longer than reroute+backoff
 	)
 	c := redistest.NewClusterArgs(t, "--cluster-require-full-coverage", "no")
 	store, err := redisstore.Dial(c.URL(), redisstore.Options{Timeout: timeout})
