@@ -32,8 +32,10 @@ func (l *failoverLoad) add(o failoverLoad) {
 	l.errs = append(l.errs, o.errs...)
 }
 
-// TestGuardClusterFailover kills (SIGKILL) one master of a real 3+3 Redis
-// Cluster while 16 callers check 1,000 keys through a Guard whose breaker
+// TestGuardClusterFailover fails one master of a real 3+3 Redis Cluster
+// (cluster-require-full-coverage no), killed (SIGKILL: connections
+// refused at once) or hung (SIGSTOP: connections open, nothing answers,
+// as a lost host), while 16 callers check 1,000 keys through a Guard whose breaker
 // keeps a state per master (the Redis store is its Partitioner). Keys on
 // the two other masters must all be decided by the store, before, during
 // and after the failover; the killed master's keys must be back on the
@@ -46,24 +48,43 @@ func (l *failoverLoad) add(o failoverLoad) {
 //
 // The store and the Guard get a timeout of one second: on a loaded test
 // machine a healthy call may wait past the default 50ms for a CPU, which is
-// not a node's failure. A killed node refuses connections at once, so its
-// calls fail fast whatever the timeout.
+// not a node's failure. A killed node refuses connections at once; each
+// call to a hung one waits the whole second, which would fail the healthy
+// masters' checks queued behind it.
 func TestGuardClusterFailover(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a six-node Cluster and fails one master over")
+		t.Skip("starts six-node Clusters and fails one master over")
 	}
+	t.Run("killed", func(t *testing.T) {
+		testFailover(t, 0, func(_ *redistest.Cluster, m *redistest.Server) { m.Kill() })
+	})
+	// A call sent to the hung master just before the client reroutes
+	// fails only at its timeout.
+	t.Run("hung", func(t *testing.T) {
+		testFailover(t, failoverTimeout, func(c *redistest.Cluster, m *redistest.Server) { c.Hang(m) })
+	})
+}
+
+// failoverTimeout is the store's and the Guard's timeout in
+// TestGuardClusterFailover.
+const failoverTimeout = time.Second
+
+// testFailover is TestGuardClusterFailover with the master failed by fail;
+// lastCall is how long after the client's reroute a call to the failed
+// master may still fail.
+func testFailover(t *testing.T, lastCall time.Duration, fail func(*redistest.Cluster, *redistest.Server)) {
 	const (
 		callers = 16
 		nKeys   = 1000
-		timeout = time.Second
+		timeout = failoverTimeout
 		backoff = edge.DefaultBackoff
-		// The client's reroute: rueidis reads the slot map again within a
-		// random delay of up to 1s after a failed call, the store's own map
-		// within topologyRetry (100ms), plus scheduling on a loaded machine.
+		// The client's reroute: rueidis reads the slot map every second
+		// and within a random delay of up to 1s after a failed call, the
+		// store's own map within 100ms, plus scheduling on a loaded machine.
 		reroute  = 1250 * time.Millisecond
 		hotRate  = 300
 		hotFirst = 200
-		after    = 3 * time.Second // load kept after the Cluster is healthy: longer than reroute+backoff
+		after    = 4 * time.Second // load kept after the Cluster is healthy: longer than the bound below
 	)
 	c := redistest.NewClusterArgs(t, "--cluster-require-full-coverage", "no")
 	store, err := redisstore.Dial(c.URL(), redisstore.Options{Timeout: timeout})
@@ -179,7 +200,7 @@ func TestGuardClusterFailover(t *testing.T) {
 	if n, err := m.Do("WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
 		t.Fatalf("WAIT on %s: %d replicas acknowledged (%v)", m.Addr(), n, err)
 	}
-	m.Kill()
+	fail(c, m)
 	killAt := time.Now()
 	close(killed)
 	c.WaitHealthy()
@@ -191,7 +212,7 @@ func TestGuardClusterFailover(t *testing.T) {
 		t.Fatalf("hot key: %v", err)
 	}
 
-	t.Logf("failover %v; healthy masters: %d checks, %d degraded; killed master: %d checks, %d degraded, the last %v after the Cluster was healthy; %d breaker parts",
+	t.Logf("failover %v; healthy masters: %d checks, %d degraded; failed master: %d checks, %d degraded, the last %v after the Cluster was healthy; %d breaker parts",
 		healthyAt.Sub(killAt).Round(time.Millisecond), total.healthy, total.healthyDegraded, total.victim, total.victimDegraded,
 		total.lastVictimDegraded.Sub(healthyAt).Round(time.Millisecond), len(b.Parts()))
 	for _, err := range total.errs {
@@ -203,8 +224,8 @@ func TestGuardClusterFailover(t *testing.T) {
 	if total.victimDegraded == 0 {
 		t.Errorf("no check of the killed master's %d keys was degraded: the kill was not seen", total.victim)
 	}
-	if late := total.lastVictimDegraded.Sub(healthyAt); late > reroute+backoff {
-		t.Errorf("the killed master's keys were decided without the store until %v after the Cluster was healthy, want at most the client's reroute and one back-off (%v)", late, reroute+backoff)
+	if late, bound := total.lastVictimDegraded.Sub(healthyAt), reroute+lastCall+backoff; late > bound {
+		t.Errorf("the failed master's keys were decided without the store until %v after the Cluster was healthy, want at most the client's reroute, a last call and one back-off (%v)", late, bound)
 	}
 	for i, ck := range checks {
 		if d := mustCheck(t, g, ck); d.Source != sluice.FromStore {

@@ -178,19 +178,17 @@ func (s *Store) Parts() []string {
 	return slices.Clone(t.masters)
 }
 
-// sameNode returns a test of whether a slot is served by the same node as
-// slot: by its master in a Cluster whose slot map is known, else always
-// true.
-func (s *Store) sameNode(slot uint16) func(uint16) bool {
-	var t *topology
-	if s.slots != nil {
-		t = s.slots.cur.Load()
+// nodeOf returns the master of slot in the Store's slot map, or "" outside
+// a Cluster or while the map does not know it.
+func (s *Store) nodeOf(slot uint16) string {
+	if s.slots == nil {
+		return ""
 	}
+	t := s.slots.cur.Load()
 	if t == nil || t.owner[slot] == 0 {
-		return func(uint16) bool { return true }
+		return ""
 	}
-	owner := t.owner[slot]
-	return func(other uint16) bool { return t.owner[other] == owner }
+	return t.masters[t.owner[slot]-1]
 }
 
 // tagOf returns the hash tag of hit h's key in a check of group (see

@@ -28,25 +28,23 @@ func TestNewTopology(t *testing.T) {
 	}
 }
 
-// TestSameNode: a timed-out call fails the queued checks of its own
-// master: of the slots its master serves in the map, of every slot
-// before the map is known or outside a Cluster.
-func TestSameNode(t *testing.T) {
+// TestNodeOf: the coalescer's lane of a slot is its master in the slot
+// map; one lane ("") outside a Cluster or before the map is read.
+func TestNodeOf(t *testing.T) {
 	s := &Store{}
-	if same := s.sameNode(5); !same(5) || !same(9000) {
-		t.Error("outside a Cluster, every slot is on the same node")
+	if got := s.nodeOf(5); got != "" {
+		t.Errorf("outside a Cluster: %q, want \"\"", got)
 	}
 	s.slots = &slotMap{}
-	if same := s.sameNode(5); !same(9000) {
-		t.Error("before the map is read, every slot counts as the same node")
+	if got := s.nodeOf(5); got != "" {
+		t.Errorf("before the map is read: %q, want \"\"", got)
 	}
 	top, err := newTopology([]SlotRange{{0, 99, "b:1"}, {100, 16383, "a:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.slots.cur.Store(top)
-	same := s.sameNode(5)
-	if !same(99) || same(100) || same(16383) {
-		t.Errorf("slot 5's node: same(99) %v, same(100) %v, same(16383) %v; want true, false, false", same(99), same(100), same(16383))
+	if a, b := s.nodeOf(5), s.nodeOf(16383); a != "b:1" || b != "a:1" {
+		t.Errorf("nodeOf(5), nodeOf(16383) = %q, %q; want b:1, a:1", a, b)
 	}
 }

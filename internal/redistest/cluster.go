@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	client rueidis.Client
+
+	hmu  sync.Mutex
+	hung map[*Server]bool // stopped by HangMaster: not live
 }
 
 // NewCluster starts six cluster-enabled redis-servers, joins them with
@@ -127,9 +131,11 @@ func (c *Cluster) Do(args ...string) rueidis.RedisResult {
 }
 
 func (c *Cluster) liveAddrs() []string {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
 	var addrs []string
 	for _, n := range c.nodes {
-		if n.Running() {
+		if n.Running() && !c.hung[n] {
 			addrs = append(addrs, n.Addr())
 		}
 	}
@@ -241,6 +247,21 @@ func (c *Cluster) KillMaster(key string) *Server {
 	m.Kill()
 	c.WaitHealthy()
 	return m
+}
+
+// Hang stops node n (SIGSTOP), as a lost host would be: its connections
+// stay open and nothing answers. From then on the Cluster's helpers treat
+// it as gone (WaitHealthy waits for a Cluster healthy without it). It
+// stays stopped until the test ends, when it is killed.
+func (c *Cluster) Hang(n *Server) {
+	c.t.Helper()
+	c.hmu.Lock()
+	if c.hung == nil {
+		c.hung = map[*Server]bool{}
+	}
+	c.hung[n] = true
+	c.hmu.Unlock()
+	n.signal(syscall.SIGSTOP)
 }
 
 // WaitHealthy waits until every live node reports cluster_state:ok, every
