@@ -1,6 +1,11 @@
 package redisstore
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // TestNewTopology: a slot map is the master of each slot of its ranges,
 // masters numbered in sorted order; a range outside the 16384 slots, upside
@@ -47,4 +52,25 @@ func TestNodeOf(t *testing.T) {
 	if a, b := s.nodeOf(5), s.nodeOf(16383); a != "b:1" || b != "a:1" {
 		t.Errorf("nodeOf(5), nodeOf(16383) = %q, %q; want b:1, a:1", a, b)
 	}
+}
+
+// BenchmarkPart is the cost Store.Part adds to every check of a Guard in
+// front of a Cluster: the slot of the check's tag and a look-up in the map.
+func BenchmarkPart(b *testing.B) {
+	top, err := newTopology([]SlotRange{{0, 5460, "10.0.0.1:6379"}, {5461, 10922, "10.0.0.2:6379"}, {10923, 16383, "10.0.0.3:6379"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &Store{cluster: true, slots: &slotMap{}}
+	s.slots.cur.Store(top)
+	s.slots.readAt.Store(time.Now().Add(time.Hour).UnixNano()) // no read due
+	c := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Zone: "api", Key: "user-1234567", Limit: sluice.Limit{Rate: 10, Window: time.Minute}}}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if s.Part(c) == "" {
+				b.Fatal("no part")
+			}
+		}
+	})
 }
