@@ -111,6 +111,10 @@ type BreakerStats struct {
 	// Probes counts the probes let through; FailedProbes those that failed
 	// and reopened the breaker.
 	Probes, FailedProbes uint64
+	// Errors counts the store calls that failed (reported by a Guard as
+	// an outage); Skipped the calls not made because the breaker was
+	// open or probing.
+	Errors, Skipped uint64
 }
 
 // PartStats is the state and counters of one part of a Breaker (see
@@ -143,7 +147,7 @@ type Breaker struct {
 	count int         // parts in parts; guarded by pmu
 
 	// The counters of every part: a forgotten part's stay counted.
-	opens, probes, failedProbes atomic.Uint64
+	opens, probes, failedProbes, errors, skipped atomic.Uint64
 }
 
 // breakerPart is the state of one part of a store: the whole of it, or
@@ -160,7 +164,7 @@ type breakerPart struct {
 	wait     time.Duration
 	openedAt time.Time
 
-	opens, probes, failedProbes atomic.Uint64
+	opens, probes, failedProbes, errors, skipped atomic.Uint64
 }
 
 // NewBreaker returns a closed Breaker configured by opts.
@@ -213,7 +217,8 @@ func (b *Breaker) Stats() BreakerStats {
 	if b.parter == nil {
 		return b.whole.stats()
 	}
-	sum := BreakerStats{Opens: b.opens.Load(), Probes: b.probes.Load(), FailedProbes: b.failedProbes.Load()}
+	sum := BreakerStats{Opens: b.opens.Load(), Probes: b.probes.Load(), FailedProbes: b.failedProbes.Load(),
+		Errors: b.errors.Load(), Skipped: b.skipped.Load()}
 	for _, p := range b.Parts() {
 		sum.State = worse(sum.State, p.State)
 		sum.Failures += p.Failures
@@ -303,6 +308,8 @@ func (p *breakerPart) stats() BreakerStats {
 		Opens:        p.opens.Load(),
 		Probes:       p.probes.Load(),
 		FailedProbes: p.failedProbes.Load(),
+		Errors:       p.errors.Load(),
+		Skipped:      p.skipped.Load(),
 	}
 }
 
@@ -328,15 +335,17 @@ func (p *breakerPart) allow() (ok, probe bool) {
 	case BreakerClosed:
 		return true, false
 	case BreakerOpen:
-		if p.b.now().Before(p.until) {
-			return false, false
+		if !p.b.now().Before(p.until) {
+			p.state.Store(int32(BreakerProbing))
+			p.probes.Add(1)
+			p.b.probes.Add(1)
+			return true, true
 		}
-		p.state.Store(int32(BreakerProbing))
-		p.probes.Add(1)
-		p.b.probes.Add(1)
-		return true, true
 	}
-	return false, false // probing: one probe at a time
+	// Open, or probing: one probe at a time.
+	p.skipped.Add(1)
+	p.b.skipped.Add(1)
+	return false, false
 }
 
 // success reports a store call that answered. Any answer closes the
@@ -360,6 +369,8 @@ func (p *breakerPart) success() {
 
 // failure reports a store call that failed with err.
 func (p *breakerPart) failure(probe bool, err error) {
+	p.errors.Add(1)
+	p.b.errors.Add(1)
 	n := p.failures.Add(1)
 	if !probe && (n < p.b.threshold || BreakerState(p.state.Load()) != BreakerClosed) {
 		return

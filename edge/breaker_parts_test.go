@@ -127,15 +127,15 @@ func TestBreakerPartsFailAlone(t *testing.T) {
 			}
 		}
 		a, _ := partStats(g.Breaker(), "a")
-		if a.State != edge.BreakerOpen || a.Opens != 1 {
-			t.Fatalf("part a: %+v, want open once", a)
+		if a.State != edge.BreakerOpen || a.Opens != 1 || a.Errors != edge.DefaultFailures || a.Skipped != 34-edge.DefaultFailures {
+			t.Fatalf("part a: %+v, want open once, %d errors and the other %d of its 34 checks skipped", a, edge.DefaultFailures, 34-edge.DefaultFailures)
 		}
 		if calls := n.callsTo("a"); calls != edge.DefaultFailures {
 			t.Errorf("%d calls for a's keys, want %d: the rest skipped by a's open breaker", calls, edge.DefaultFailures)
 		}
 		for _, name := range []string{"", "b", "c"} {
-			if p, _ := partStats(g.Breaker(), name); p.State != edge.BreakerClosed || p.Opens != 0 {
-				t.Errorf("part %q: %+v, want closed, never opened", name, p)
+			if p, _ := partStats(g.Breaker(), name); p.State != edge.BreakerClosed || p.Opens != 0 || p.Errors != 0 || p.Skipped != 0 {
+				t.Errorf("part %q: %+v, want closed, never opened, no error", name, p)
 			}
 		}
 		if s := g.Breaker().Stats(); s.State != edge.BreakerOpen || s.Opens != 1 {
