@@ -56,8 +56,9 @@ type BreakerOptions struct {
 type Partitioner interface {
 	// Part returns the name of the part that decides c, such as a node's
 	// address, or "" when c needs several parts or its part is not known
-	// yet: such checks share the state of the store as a whole. A name is
-	// shown in logs and metrics, so it must not contain keys.
+	// yet: such checks share the state of the store as a whole. c is not
+	// validated yet (it may have no hits). A name is shown in logs and
+	// metrics, so it must not contain keys.
 	Part(c sluice.Check) string
 	// Parts returns the names of the parts the store has now. A Breaker
 	// forgets the state of a part that is no longer among them (a failed

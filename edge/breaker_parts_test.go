@@ -40,6 +40,9 @@ func nodeOf(key string) string {
 // Part implements edge.Partitioner: the node of every hit, or "" when
 // they differ.
 func (n *nodes) Part(c sluice.Check) string {
+	if len(c.Hits) == 0 {
+		return ""
+	}
 	part := nodeOf(c.Hits[0].Key)
 	for _, h := range c.Hits[1:] {
 		if nodeOf(h.Key) != part {

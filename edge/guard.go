@@ -244,9 +244,10 @@ func (g *Guard) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, g.timeout)
 }
 
-// report tells the breaker's part p how a store call went. It returns whether the
-// call failed because of the store (an outage) and the call's error, made to
-// wrap sluice.ErrUnavailable on an outage (so a timeout reads as one too).
+// report tells the breaker's part p how a store call went. It returns
+// whether the call failed because of the store (an outage) and the call's
+// error, made to wrap sluice.ErrUnavailable on an outage (so a timeout
+// reads as one too).
 // Only ErrUnavailable and a deadline are store failures: the store did not
 // answer in the time it had, whether the deadline was the guard's timeout or
 // the caller's own, sooner one. A caller that canceled went away; the store
