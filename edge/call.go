@@ -23,14 +23,15 @@ const (
 
 // storeCall runs one Check (or Reset) on the store under ctx. While the
 // store is healthy it is called on the caller's goroutine, which costs
-// nothing. Once a call has failed, and until one succeeds (and always for
-// the probe), each call runs detached, on its own goroutine, so that the
-// Guard returns at the deadline even if the store does not: a Redis client
-// may block past its context while it reconnects to a server that accepts
-// connections and never answers (we saw rueidis do so for about a second).
-func (g *Guard) storeCall(ctx context.Context, probe bool, c sluice.Check, d *sluice.Decision, reset bool) error {
+// nothing. Once a call of p (c's part of the store) has failed, and until
+// one succeeds (and always for the probe), each call of p runs detached,
+// on its own goroutine, so that the Guard returns at the deadline even if
+// the store does not: a Redis client may block past its context while it
+// reconnects to a server that accepts connections and never answers (we
+// saw rueidis do so for about a second).
+func (g *Guard) storeCall(ctx context.Context, p *breakerPart, probe bool, c sluice.Check, d *sluice.Decision, reset bool) error {
 	switch {
-	case probe || g.breaker.failures.Load() > 0:
+	case probe || p.failures.Load() > 0:
 		return g.detached(ctx, c, d, reset)
 	case reset:
 		return g.store.Reset(ctx, c)

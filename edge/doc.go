@@ -22,6 +22,9 @@
 //   - A [Breaker], shared by the Guards in front of one store, opens after
 //     consecutive failures: checks are then decided without I/O, and one
 //     probe at a time, after a jittered back-off, tries the store again.
+//     In front of a store made of parts that fail alone (a [Partitioner],
+//     such as the Redis store on a Cluster) it keeps one state per part,
+//     so one master's failure degrades only the checks it decides.
 //   - A [DenyCache] repeats a denial by the store (same hits, cost, group)
 //     until its RetryAfter has passed, without asking the store. Usage only
 //     grows between a denial and its RetryAfter, so it never denies what

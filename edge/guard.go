@@ -42,7 +42,8 @@ type GuardOptions struct {
 	// Breaker is the breaker of the store. Guards in front of the same
 	// store (one per zone, say) should share one, so an outage seen by one
 	// spares the store the calls of all. Default: a Breaker of its own with
-	// default options, logging to Logger.
+	// default options, logging to Logger, and with the store as its
+	// Partitioner when the store is one (see BreakerOptions.Parts).
 	Breaker *Breaker
 	// Fallback decides checks under PolicyLocal; other policies ignore it.
 	// Default: a memstore.Store of at most DefaultFallbackMaxKeys (100,000)
@@ -133,7 +134,8 @@ func NewGuard(store sluice.Limiter, opts GuardOptions) (*Guard, error) {
 		g.logs.now = time.Now
 	}
 	if g.breaker == nil {
-		b, err := NewBreaker(BreakerOptions{Logger: g.log, Now: opts.Now})
+		parts, _ := store.(Partitioner)
+		b, err := NewBreaker(BreakerOptions{Logger: g.log, Now: opts.Now, Parts: parts})
 		if err != nil {
 			return nil, err
 		}
@@ -189,18 +191,19 @@ func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
 	}
-	ok, probe := g.breaker.allow()
+	p := g.breaker.part(c)
+	ok, probe := p.allow()
 	if !ok {
 		g.skipped.Add(1)
-		return g.degrade(ctx, c, d, errBreakerOpen)
+		return g.degrade(ctx, c, d, p, errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.storeCall(sctx, probe, c, d, false)
+	err := g.storeCall(sctx, p, probe, c, d, false)
 	cancel()
-	if outage, err := g.report(ctx, probe, err); !outage {
+	if outage, err := g.report(ctx, p, probe, err); !outage {
 		return err
 	}
-	return g.degrade(ctx, c, d, err)
+	return g.degrade(ctx, c, d, p, err)
 }
 
 // Reset implements sluice.Limiter: it resets the hits in the store and, under
@@ -216,15 +219,16 @@ func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
 			return fmt.Errorf("edge: reset: fallback: %w", err)
 		}
 	}
-	ok, probe := g.breaker.allow()
+	p := g.breaker.part(c)
+	ok, probe := p.allow()
 	if !ok {
 		g.skipped.Add(1)
 		return fmt.Errorf("edge: reset: %w", errBreakerOpen)
 	}
 	sctx, cancel := g.withTimeout(ctx)
-	err := g.storeCall(sctx, probe, c, nil, true)
+	err := g.storeCall(sctx, p, probe, c, nil, true)
 	cancel()
-	if _, err = g.report(ctx, probe, err); err != nil {
+	if _, err = g.report(ctx, p, probe, err); err != nil {
 		return fmt.Errorf("edge: reset: %w", err)
 	}
 	return nil
@@ -240,26 +244,27 @@ func (g *Guard) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, g.timeout)
 }
 
-// report tells the breaker how a store call went. It returns whether the
-// call failed because of the store (an outage) and the call's error, made to
-// wrap sluice.ErrUnavailable on an outage (so a timeout reads as one too).
+// report tells the breaker's part p how a store call went. It returns
+// whether the call failed because of the store (an outage) and the call's
+// error, made to wrap sluice.ErrUnavailable on an outage (so a timeout
+// reads as one too).
 // Only ErrUnavailable and a deadline are store failures: the store did not
 // answer in the time it had, whether the deadline was the guard's timeout or
 // the caller's own, sooner one. A caller that canceled went away; the store
 // is not to blame.
-func (g *Guard) report(ctx context.Context, probe bool, err error) (outage bool, _ error) {
+func (g *Guard) report(ctx context.Context, p *breakerPart, probe bool, err error) (outage bool, _ error) {
 	if err == nil {
-		g.breaker.success()
+		p.success()
 		return false, nil
 	}
 	timeout := errors.Is(err, context.DeadlineExceeded)
 	canceled := errors.Is(ctx.Err(), context.Canceled)
 	if canceled || !(timeout || errors.Is(err, sluice.ErrUnavailable)) {
-		g.breaker.release(probe)
+		p.release(probe)
 		return false, err
 	}
 	g.storeErrors.Add(1)
-	g.breaker.failure(probe, err)
+	p.failure(probe, err)
 	if timeout {
 		g.timeouts.Add(1)
 		if !errors.Is(err, sluice.ErrUnavailable) {
@@ -270,8 +275,8 @@ func (g *Guard) report(ctx context.Context, probe bool, err error) (outage bool,
 }
 
 // degrade decides c without the store, by the policy. cause is why the
-// store was not used, for the log.
-func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision, cause error) error {
+// store was not used and p the breaker's part of c, for the log.
+func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision, p *breakerPart, cause error) error {
 	// Bad input is an error whether or not the store is up.
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
@@ -292,20 +297,23 @@ func (g *Guard) degrade(ctx context.Context, c sluice.Check, d *sluice.Decision,
 		d.Source = sluice.FromFallback
 		g.fallbacks.Add(1)
 	}
-	g.logDegraded(d.Source, cause)
+	g.logDegraded(d.Source, p, cause)
 	return nil
 }
 
 // logDegraded logs a degraded decision, at most once per LogInterval.
-func (g *Guard) logDegraded(source sluice.Source, cause error) {
+func (g *Guard) logDegraded(source sluice.Source, p *breakerPart, cause error) {
 	ok, suppressed := g.logs.allow()
 	if !ok {
 		return
 	}
-	g.log.Warn("edge: check decided without the store",
-		"guard", g.name, "policy", g.policy.String(), "source", source.String(),
-		"error", cause.Error(), "breaker", g.breaker.State().String(),
-		"suppressed", suppressed)
+	attrs := []any{"guard", g.name, "policy", g.policy.String(), "source", source.String(),
+		"error", cause.Error(), "breaker", BreakerState(p.state.Load()).String(),
+		"suppressed", suppressed}
+	if p.name != "" {
+		attrs = append(attrs, "node", p.name)
+	}
+	g.log.Warn("edge: check decided without the store", attrs...)
 }
 
 // RecordBatch implements BatchRecorder when the store does (the Redis store
@@ -322,7 +330,8 @@ func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("edge: record: %w", err)
 	}
-	ok, probe := g.breaker.allow()
+	p := &g.breaker.whole
+	ok, probe := p.allow()
 	if !ok {
 		g.skipped.Add(1)
 		return fmt.Errorf("edge: record: %w", errBreakerOpen)
@@ -330,7 +339,7 @@ func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 	sctx, cancel := g.withTimeout(ctx)
 	err := r.RecordBatch(sctx, checks, recorded, created)
 	cancel()
-	if _, err = g.report(ctx, probe, err); err != nil {
+	if _, err = g.report(ctx, p, probe, err); err != nil {
 		return fmt.Errorf("edge: record: %w", err)
 	}
 	return nil

@@ -32,16 +32,22 @@ type batchResult struct {
 
 // coalescer queues single-call checks and decides them in decide.lua calls
 // of up to maxBatch checks each and, in a Cluster, one call per hash slot.
-// It starts a worker goroutine per busy lane only while there is work: an
-// idle Store runs no goroutine.
+// Its queue is split in lanes, one per node: outside a Cluster the one
+// server, in a Cluster one per master (by the Store's slot map; one lane
+// for every check while the map is not known). Each lane has its own
+// calls under way (at most maxInFlight) and its own queue, so a master
+// that stops answering holds up its own checks only. It starts a worker
+// goroutine per busy lane only while there is work: an idle Store runs no
+// goroutine.
 //
 // Options.Timeout bounds each call from when it is sent, not a check's
 // time in the queue: a Redis that answers every call in time is healthy,
 // however long the queue in front of it (a saturated Redis makes checks
-// wait, it does not make them fail), up to Options.MaxQueue checks waiting:
-// past it a check fails at once (errQueueFull). When a call does time out, Redis is unhealthy: the checks
-// queued at that moment fail at once with the same error rather than each
-// waiting for a timeout of its own.
+// wait, it does not make them fail), up to Options.MaxQueue checks waiting
+// in a lane: past it a check fails at once (errQueueFull). When a call does
+// time out, its node is unhealthy: the checks queued in its lane at that
+// moment fail at once with the same error rather than each waiting for a
+// timeout of its own.
 type coalescer struct {
 	s        *Store
 	maxBatch int
@@ -53,15 +59,21 @@ type coalescer struct {
 	free sync.Pool
 
 	mu       sync.Mutex
-	idle     sync.Cond // signalled when workers falls to 0
-	queue    []*pending
-	workers  int
+	idle     sync.Cond        // signalled when workers falls to 0
+	lanes    map[string]*lane // by node; a lane without work is removed
+	workers  int              // over every lane
 	closed   bool
 	closeErr error // the first call that failed after close began
 }
 
+// lane is the queue of one node's checks and its calls under way.
+type lane struct {
+	queue   []*pending
+	workers int
+}
+
 func newCoalescer(s *Store, maxBatch, maxQueue int) *coalescer {
-	q := &coalescer{s: s, maxBatch: maxBatch, maxQueue: maxQueue}
+	q := &coalescer{s: s, maxBatch: maxBatch, maxQueue: maxQueue, lanes: map[string]*lane{}}
 	q.idle.L = &q.mu
 	q.free.New = func() any { return &pending{done: make(chan batchResult, 1)} }
 	return q
@@ -84,26 +96,33 @@ func (q *coalescer) close() error {
 func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 	p := q.free.Get().(*pending)
 	p.call, p.ctx = cl, ctx
+	node := q.s.nodeOf(cl.slot)
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		q.free.Put(p)
 		return checkReply{}, errClosed
 	}
-	if len(q.queue) >= q.maxQueue {
+	l := q.lanes[node]
+	if l == nil {
+		l = &lane{}
+		q.lanes[node] = l
+	}
+	if len(l.queue) >= q.maxQueue {
 		q.mu.Unlock()
 		p.call, p.ctx = nil, nil
 		q.free.Put(p)
 		return checkReply{}, errQueueFull
 	}
-	q.queue = append(q.queue, p)
-	start := q.workers < maxInFlight
+	l.queue = append(l.queue, p)
+	start := l.workers < maxInFlight
 	if start {
+		l.workers++
 		q.workers++
 	}
 	q.mu.Unlock()
 	if start {
-		go q.work()
+		go q.work(node, l)
 	}
 	select {
 	case r := <-p.done:
@@ -117,12 +136,16 @@ func (q *coalescer) do(ctx context.Context, cl *call) (checkReply, error) {
 	}
 }
 
-// work takes batches off the queue until it is empty.
-func (q *coalescer) work() {
+// work takes batches off lane l of node until it is empty.
+func (q *coalescer) work(node string, l *lane) {
 	for {
 		q.mu.Lock()
-		n := min(len(q.queue), q.maxBatch)
+		n := min(len(l.queue), q.maxBatch)
 		if n == 0 {
+			l.workers--
+			if l.workers == 0 {
+				delete(q.lanes, node)
+			}
 			if q.workers--; q.workers == 0 {
 				q.idle.Broadcast()
 			}
@@ -130,7 +153,7 @@ func (q *coalescer) work() {
 			return
 		}
 		batch := make([]*pending, 0, n)
-		for _, p := range q.queue[:n] {
+		for _, p := range l.queue[:n] {
 			// A caller that gave up while its check waited has been told
 			// so; sending the check would spend its cost anyway.
 			if err := p.ctx.Err(); err != nil {
@@ -139,21 +162,21 @@ func (q *coalescer) work() {
 			}
 			batch = append(batch, p)
 		}
-		rest := copy(q.queue, q.queue[n:])
-		clear(q.queue[rest:])
-		q.queue = q.queue[:rest]
+		rest := copy(l.queue, l.queue[n:])
+		clear(l.queue[rest:])
+		l.queue = l.queue[:rest]
 		q.mu.Unlock()
 		if len(batch) > 0 {
-			q.runBySlot(batch)
+			q.runBySlot(l, batch)
 		}
 	}
 }
 
 // runBySlot sends one batch call per hash slot (one outside a Cluster),
 // concurrently.
-func (q *coalescer) runBySlot(batch []*pending) {
+func (q *coalescer) runBySlot(l *lane, batch []*pending) {
 	if !q.s.cluster {
-		q.run(batch)
+		q.run(l, batch)
 		return
 	}
 	bySlot := map[uint16][]*pending{}
@@ -162,15 +185,15 @@ func (q *coalescer) runBySlot(batch []*pending) {
 	}
 	var wg sync.WaitGroup
 	for _, group := range bySlot {
-		wg.Go(func() { q.run(group) })
+		wg.Go(func() { q.run(l, group) })
 	}
 	wg.Wait()
 }
 
 // run decides batch with one decide.lua call, bounded by Options.Timeout
 // from now, and hands each check its reply. A call that times out fails
-// the checks queued meanwhile too (see coalescer).
-func (q *coalescer) run(batch []*pending) {
+// the checks queued in its lane meanwhile too (see coalescer).
+func (q *coalescer) run(l *lane, batch []*pending) {
 	checks := make([]*call, len(batch))
 	for i, p := range batch {
 		checks[i] = p.call
@@ -193,15 +216,15 @@ func (q *coalescer) run(batch []*pending) {
 		p.done <- r
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		q.failQueued(err)
+		q.failQueued(l, err)
 	}
 }
 
-// failQueued answers every queued check with err.
-func (q *coalescer) failQueued(err error) {
+// failQueued answers every check queued in lane l with err.
+func (q *coalescer) failQueued(l *lane, err error) {
 	q.mu.Lock()
-	queued := q.queue
-	q.queue = nil
+	queued := l.queue
+	l.queue = nil
 	q.mu.Unlock()
 	for _, p := range queued {
 		p.done <- batchResult{err: err}

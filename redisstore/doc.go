@@ -35,11 +35,21 @@
 // docs/redis.md for what that guarantees).
 //
 // Concurrent single-slot checks are coalesced: up to two script calls are
-// under way at once, each deciding up to Options.MaxBatch queued checks,
-// one after the other, as if sent one by one. Options.Timeout bounds each
-// call from when it is sent; a call that times out fails the checks queued
-// behind it at once. At most Options.MaxQueue checks wait: past it a check
-// fails at once with sluice.ErrUnavailable.
+// under way at once per node (the server; in a Cluster, each master), each
+// deciding up to Options.MaxBatch queued checks, one after the other, as
+// if sent one by one. Options.Timeout bounds each call from when it is
+// sent; a call that times out fails the checks queued behind it for the
+// same node at once. At most Options.MaxQueue checks wait per node: past
+// it a check fails at once with sluice.ErrUnavailable.
+//
+// # Cluster nodes
+//
+// In a Cluster the Store keeps a map of the master of every hash slot,
+// read with CLUSTER SLOTS (through a Scripter that is a SlotMapper) at
+// first use, every 5 s while checks come and every 100 ms after a failed
+// call. Store.Part names the master that decides a check, so that an
+// edge.Breaker keeps one state per master (edge.BreakerOptions.Parts):
+// one master's failure degrades its own keys only.
 //
 // # Errors
 //

@@ -53,17 +53,18 @@ type Options struct {
 	// 0 without Now, DefaultClockPadding (10s) with Now.
 	ClockPadding time.Duration
 	// MaxBatch is the most checks one script call decides. A Store has at
-	// most two coalesced calls under way; checks that arrive meanwhile
-	// queue, and the next free call takes up to MaxBatch of them (in a
-	// Cluster, one call per hash slot among them; a check across slots is
-	// never batched). decide.lua decides a call's checks one after the
+	// most two coalesced calls under way per node (the server; in a
+	// Cluster, each master); checks that arrive meanwhile queue, and the
+	// node's next free call takes up to MaxBatch of them (in a Cluster,
+	// one call per hash slot among them; a check across slots is never
+	// batched). decide.lua decides a call's checks one after the
 	// other, each atomically and all or nothing, as if they had been sent
 	// one by one. There is no timer: a check that finds a free call is
 	// sent at once. 1 sends one call per check (no queue). Default:
 	// DefaultMaxBatch.
 	MaxBatch int
 	// MaxQueue bounds the checks waiting for a coalesced call (with
-	// MaxBatch > 1): past it a check fails at once with an error wrapping
+	// MaxBatch > 1), per node (in a Cluster, per master): past it a check fails at once with an error wrapping
 	// sluice.ErrUnavailable, rather than waiting behind a queue Redis
 	// cannot drain in time. It bounds the queue's memory (a few hundred
 	// bytes per check) and its latency whatever the callers' contexts

@@ -32,6 +32,7 @@ type Store struct {
 	idPrefix  string
 	seq       atomic.Uint64
 	batcher   *coalescer // nil when Options.MaxBatch is 1
+	slots     *slotMap   // nil outside a Cluster or without a SlotMapper
 	closeOnce sync.Once
 	closeErr  error // Close's result, set once by closeOnce
 }
@@ -98,6 +99,9 @@ func NewWithScripter(sc Scripter, opts Options) (*Store, error) {
 	}
 	if o.MaxBatch > 1 {
 		s.batcher = newCoalescer(s, o.MaxBatch, o.MaxQueue)
+	}
+	if m, ok := sc.(SlotMapper); ok && s.cluster {
+		s.slots = &slotMap{mapper: m, timeout: o.Timeout, log: o.Logger}
 	}
 	return s, nil
 }
@@ -194,7 +198,16 @@ func (s *Store) failure(ctx context.Context, op string, c sluice.Check, err erro
 			"op", op, "keys", digests(c))
 		return fmt.Errorf("redisstore: %s %s: %w", op, describe(c), err)
 	}
+	s.unavailable()
 	return fmt.Errorf("redisstore: %s %s: %w: %w", op, describe(c), sluice.ErrUnavailable, err)
+}
+
+// unavailable notes a call Redis did not answer: in a Cluster, a failover
+// may be under way, so the slot map is read again soon.
+func (s *Store) unavailable() {
+	if s.slots != nil {
+		s.slots.failed()
+	}
 }
 
 // onlyBadState reports whether err, or every error err joins, is a check

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
@@ -174,6 +175,10 @@ func (u *connURL) parseQuery(query string) error {
 	return nil
 }
 
+// clusterRefresh is how often a Cluster client made by Dial reads the slot
+// map, failed calls or not.
+const clusterRefresh = time.Second
+
 // clientOption turns u into rueidis options. tlsConf, when not nil, is
 // used for TLS URLs; otherwise the system roots verify the server's name.
 func (u connURL) clientOption(tlsConf *tls.Config) rueidis.ClientOption {
@@ -191,6 +196,13 @@ func (u connURL) clientOption(tlsConf *tls.Config) rueidis.ClientOption {
 		// connections failed with EOF, a check decided fail-open although
 		// Redis was back (TestRestartNoStaleConnection).
 		AlwaysPipelining: true,
+		// In a Cluster, rueidis reads the slot map again after a call
+		// fails with an error, not after a timeout: a master that hangs
+		// (a lost host) keeps its slots, and their checks keep failing,
+		// until its connection's ConnWriteTimeout (10s) closes it. Read
+		// every second, the map names the promoted replica within a second
+		// of its promotion. (Ignored outside a Cluster.)
+		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: clusterRefresh},
 	}
 	if u.tls {
 		if tlsConf == nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	client rueidis.Client
+
+	hmu  sync.Mutex
+	hung map[*Server]bool // stopped by HangMaster: not live
 }
 
 // NewCluster starts six cluster-enabled redis-servers, joins them with
@@ -36,6 +40,13 @@ type Cluster struct {
 // replica is in sync with its master. The processes stop when the test ends.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return NewClusterArgs(t)
+}
+
+// NewClusterArgs is NewCluster with more redis-server arguments for every
+// node, such as "--cluster-require-full-coverage", "no".
+func NewClusterArgs(t testing.TB, args ...string) *Cluster {
+	t.Helper()
 	bin := Binary(t, "redis-server")
 	cli := Binary(t, "redis-cli")
 	c := &Cluster{t: t}
@@ -43,18 +54,18 @@ func NewCluster(t testing.TB) *Cluster {
 	for range 6 {
 		dir := t.TempDir()
 		n := newServer(t, bin, dir, func(port, bus int) []string {
-			return append(serverArgs(dir, port),
+			return append(append(serverArgs(dir, port),
 				"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
 				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 				"--cluster-node-timeout", clusterNodeWait,
-				"--cluster-replica-validity-factor", "0")
+				"--cluster-replica-validity-factor", "0"), args...)
 		})
 		n.start(false)
 		c.nodes = append(c.nodes, n)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
+	create := append([]string{"--cluster", "create"}, c.Addrs()...)
+	create = append(create, "--cluster-replicas", "1", "--cluster-yes")
+	out, err := exec.Command(cli, create...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -120,9 +131,11 @@ func (c *Cluster) Do(args ...string) rueidis.RedisResult {
 }
 
 func (c *Cluster) liveAddrs() []string {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
 	var addrs []string
 	for _, n := range c.nodes {
-		if n.Running() {
+		if n.Running() && !c.hung[n] {
 			addrs = append(addrs, n.Addr())
 		}
 	}
@@ -236,6 +249,21 @@ func (c *Cluster) KillMaster(key string) *Server {
 	return m
 }
 
+// Hang stops node n (SIGSTOP), as a lost host would be: its connections
+// stay open and nothing answers. From then on the Cluster's helpers treat
+// it as gone (WaitHealthy waits for a Cluster healthy without it). It
+// stays stopped until the test ends, when it is killed.
+func (c *Cluster) Hang(n *Server) {
+	c.t.Helper()
+	c.hmu.Lock()
+	if c.hung == nil {
+		c.hung = map[*Server]bool{}
+	}
+	c.hung[n] = true
+	c.hmu.Unlock()
+	n.signal(syscall.SIGSTOP)
+}
+
 // WaitHealthy waits until every live node reports cluster_state:ok, every
 // live node's view has all 16384 slots served by live masters, and every
 // live replica's link to its master is up.
@@ -289,4 +317,26 @@ func slotsServedByLive(addr string, isLive map[string]bool) string {
 		return fmt.Sprintf("%s: %d slots covered", addr, covered)
 	}
 	return ""
+}
+
+// SlotMasters returns the address of the master serving each of the 16384
+// hash slots, as a live node sees them: one read for many keys, where
+// MasterOf reads the map for each.
+func (c *Cluster) SlotMasters() []string {
+	c.t.Helper()
+	for _, addr := range c.liveAddrs() {
+		ranges, err := clusterSlots(addr)
+		if err != nil {
+			continue
+		}
+		owners := make([]string, slotCount)
+		for _, r := range ranges {
+			for sl := r.from; sl <= r.to && sl < slotCount; sl++ {
+				owners[sl] = r.master
+			}
+		}
+		return owners
+	}
+	c.t.Fatalf("redistest: no live cluster node answers CLUSTER SLOTS")
+	return nil
 }

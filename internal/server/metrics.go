@@ -144,8 +144,12 @@ type edgeCollector struct {
 }
 
 var (
-	descBreakerState  = prometheus.NewDesc("sluice_store_breaker_open", "1 while the store breaker is open or probing, 0 while closed.", nil, nil)
-	descBreakerOpens  = prometheus.NewDesc("sluice_store_breaker_opens_total", "Times the store breaker opened.", nil, nil)
+	descBreakerState  = prometheus.NewDesc("sluice_store_breaker_open", "1 while the store breaker (in a Redis Cluster, any master's) is open or probing, 0 while closed.", nil, nil)
+	descBreakerOpens  = prometheus.NewDesc("sluice_store_breaker_opens_total", "Times the store breaker (in a Redis Cluster, any master's) opened.", nil, nil)
+	descNodeOpen      = prometheus.NewDesc("sluice_store_node_breaker_open", "1 while the breaker of a Redis Cluster master is open or probing, 0 while closed, by the master's address.", []string{"node"}, nil)
+	descNodeOpens     = prometheus.NewDesc("sluice_store_node_breaker_opens_total", "Times the breaker of a Redis Cluster master opened, by the master's address.", []string{"node"}, nil)
+	descNodeErrors    = prometheus.NewDesc("sluice_store_node_errors_total", "Store calls to a Redis Cluster master that failed (unreachable or timed out), by the master's address.", []string{"node"}, nil)
+	descNodeSkipped   = prometheus.NewDesc("sluice_store_node_skipped_total", "Checks of a Redis Cluster master's keys decided without calling the store because its breaker was open, by the master's address.", []string{"node"}, nil)
 	descStoreErrors   = prometheus.NewDesc("sluice_store_errors_total", "Store calls that failed (unreachable or timed out), by failure policy.", []string{"policy"}, nil)
 	descStoreTimeouts = prometheus.NewDesc("sluice_store_timeouts_total", "Store calls that timed out, by failure policy.", []string{"policy"}, nil)
 	descSkipped       = prometheus.NewDesc("sluice_store_skipped_total", "Checks decided without calling the store because the breaker was open, by failure policy.", []string{"policy"}, nil)
@@ -172,7 +176,7 @@ var (
 )
 
 func (e edgeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries,
+	for _, d := range []*prometheus.Desc{descBreakerState, descBreakerOpens, descNodeOpen, descNodeOpens, descNodeErrors, descNodeSkipped, descStoreErrors, descStoreTimeouts, descSkipped, descDenyHits, descDenyEntries,
 		descAsyncPending, descAsyncKeys, descAsyncDecisions, descAsyncFirstSight, descAsyncFlushes, descAsyncFlushSecs, descAsyncLastFlush, descAsyncFlushErrors, descAsyncViewAge, descAsyncDropped, descAsyncUnrecorded} {
 		ch <- d
 	}
@@ -215,6 +219,19 @@ func (e edgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descBreakerState, prometheus.GaugeValue, open)
 	ch <- prometheus.MustNewConstMetric(descBreakerOpens, prometheus.CounterValue, float64(bs.Opens))
+	for _, p := range e.b.breaker.Parts() {
+		if p.Name == "" {
+			continue // the store as a whole, in the two above
+		}
+		open := 0.0
+		if p.State != edge.BreakerClosed {
+			open = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descNodeOpen, prometheus.GaugeValue, open, p.Name)
+		ch <- prometheus.MustNewConstMetric(descNodeOpens, prometheus.CounterValue, float64(p.Opens), p.Name)
+		ch <- prometheus.MustNewConstMetric(descNodeErrors, prometheus.CounterValue, float64(p.Errors), p.Name)
+		ch <- prometheus.MustNewConstMetric(descNodeSkipped, prometheus.CounterValue, float64(p.Skipped), p.Name)
+	}
 	for p, chain := range e.b.policies {
 		gs, cs := chain.guard.Stats(), chain.cache.Stats()
 		ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(gs.StoreErrors), string(p))

@@ -128,7 +128,10 @@ func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger, re
 		return b, nil
 	}
 	var err error
-	b.breaker, err = edge.NewBreaker(edge.BreakerOptions{Name: string(cfg.Kind), Logger: log})
+	// A Cluster store names the master of each check: one breaker state
+	// per master, so a failing master degrades its own keys only.
+	parts, _ := store.Limiter.(edge.Partitioner)
+	b.breaker, err = edge.NewBreaker(edge.BreakerOptions{Name: string(cfg.Kind), Logger: log, Parts: parts})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -28,7 +28,9 @@ package goredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
@@ -42,7 +44,10 @@ type Scripter struct {
 	cluster bool
 }
 
-var _ redisstore.Scripter = (*Scripter)(nil)
+var (
+	_ redisstore.Scripter   = (*Scripter)(nil)
+	_ redisstore.SlotMapper = (*Scripter)(nil)
+)
 
 // New returns a Scripter on c: a *redis.Client, *redis.ClusterClient or a
 // failover (Sentinel) client. A *redis.ClusterClient is run in Cluster mode
@@ -74,6 +79,29 @@ func (s *Scripter) Eval(ctx context.Context, script string, keys, args []string)
 // Cluster implements redisstore.Scripter: whether c is a
 // *redis.ClusterClient.
 func (s *Scripter) Cluster() bool { return s.cluster }
+
+// ClusterSlots implements redisstore.SlotMapper for a *redis.ClusterClient
+// (CLUSTER SLOTS, asked of one node); for another client it is an error
+// wrapping errors.ErrUnsupported.
+func (s *Scripter) ClusterSlots(ctx context.Context) ([]redisstore.SlotRange, error) {
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return nil, fmt.Errorf("goredis: CLUSTER SLOTS: %w: not a cluster client", errors.ErrUnsupported)
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	ranges := make([]redisstore.SlotRange, 0, len(slots))
+	for _, sl := range slots {
+		if len(sl.Nodes) == 0 || sl.Start < 0 || sl.End < sl.Start || sl.End > 16383 {
+			return nil, fmt.Errorf("goredis: CLUSTER SLOTS: bad range %d-%d", sl.Start, sl.End)
+		}
+		ranges = append(ranges, redisstore.SlotRange{First: uint16(sl.Start), Last: uint16(sl.End), Master: sl.Nodes[0].Addr})
+	}
+	slices.SortFunc(ranges, func(a, b redisstore.SlotRange) int { return int(a.First) - int(b.First) })
+	return ranges, nil
+}
 
 func anys(args []string) []any {
 	out := make([]any, len(args))
