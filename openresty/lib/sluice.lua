@@ -12,6 +12,7 @@ local redis = require "sluice.redis"
 local scripts = require "sluice.scripts"
 local edge = require "sluice.edge"
 local http = require "sluice.http"
+local request = require "sluice.request"
 
 local format, concat, floor, max = string.format, table.concat, math.floor, math.max
 local itoa = keys.itoa
@@ -717,8 +718,55 @@ local function access_site(self, opts, site)
   return d
 end
 
--- access is the one call of access_by_lua: it checks opts.key (any nginx
--- variable; required) in opts.zone under opts.limits, at opts.cost
+-- sources holds the key sources access and key compiled, per worker, by
+-- their text; emptied past MAX_SOURCES entries.
+local sources, nsources, MAX_SOURCES = {}, 0, 1000
+
+local function flat(v)
+  if type(v) ~= "table" then return tostring(v) end
+  local out = {}
+  for i, x in ipairs(v) do out[i] = tostring(x) end
+  return concat(out, "\0")
+end
+
+-- source_of returns the compiled key source of opts (from, first_of,
+-- trusted_proxies), or nil and an invalid-input error.
+local function source_of(opts)
+  local from, first_of, trusted = opts.from, opts.first_of, opts.trusted_proxies
+  local k = from
+  if type(from) ~= "string" or first_of ~= nil or trusted ~= nil then
+    k = flat(from) .. "\1" .. flat(first_of) .. "\1" .. flat(trusted)
+  end
+  local src = sources[k]
+  if src then return src end
+  local err
+  src, err = request.source(from, first_of, trusted)
+  if not src then return nil, limits.INVALID .. "key source: " .. err end
+  if nsources >= MAX_SOURCES then sources, nsources = {}, 0 end
+  sources[k], nsources = src, nsources + 1
+  return src
+end
+
+-- key returns the key of the running request as sluice serve derives it
+-- from the key source of opts: from (a part, such as "query:token",
+-- "header:X-API-Key", "cookie:session" or "client-address", or a list of
+-- parts joined with "|"), or first_of (a list of parts, the first present
+-- counting, prefixed with its index and ":"), with trusted_proxies (the
+-- addresses and CIDR prefixes whose X-Forwarded-For and X-Real-IP
+-- client-address believes; default none). Query arguments are
+-- percent-decoded, names and values, and the first argument of the name
+-- counts. It returns the key, or nil and why the request has none; or
+-- nil and an error starting with "sluice: invalid input:" for a bad
+-- source.
+function _M.key(opts)
+  local src, err = source_of(opts)
+  if not src then return nil, err end
+  return request.key(src)
+end
+
+-- access is the one call of access_by_lua: it checks the request's key
+-- (opts.from or opts.first_of, with opts.trusted_proxies, read as key
+-- reads it; or opts.key, any string) in opts.zone under opts.limits, at opts.cost
 -- (default 1), with opts.group and opts.shadow, behind the edge (deny
 -- cache, breaker, failure policy). A denial ends the request with
 -- opts.status (default 429), Retry-After, the RateLimit fields and a
@@ -737,6 +785,19 @@ function _M.access(self, opts)
   if not site and not ls then
     ngx.log(ngx.ERR, err)
     return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
+  end
+  if opts.from ~= nil or opts.first_of ~= nil then
+    local key
+    if opts.key ~= nil then
+      err = limits.INVALID .. "access: set key or a key source (from, first_of), not both"
+    else
+      key, err = _M.key(opts)
+    end
+    if err and err:sub(1, #limits.INVALID) == limits.INVALID then
+      ngx.log(ngx.ERR, err)
+      return http.problem(500, "Rate limiter misconfigured", "the rate limit key of this location is invalid")
+    end
+    opts.key = key
   end
   if opts.key == nil or opts.key == "" then
     return http.problem(400, "No rate limit key", "the request has no rate limit key")
