@@ -27,6 +27,19 @@ _M.limit = limits.new
 local UNAVAILABLE = "sluice: store unavailable: "
 _M.UNAVAILABLE = UNAVAILABLE
 _M.INVALID = limits.INVALID
+_M.BAD_STATE = limits.BAD_STATE
+local BAD_STATE = limits.BAD_STATE
+
+-- SCRIPT_FAILED is the error of a call the script failed on: a key of
+-- the check holds data of another type (sluice.ErrBadState).
+local SCRIPT_FAILED = "the script failed on this check's keys: the data under them is not sluice's (a key of another type under the prefix?)"
+
+-- failed_err returns the error of a check whose call failed with err:
+-- BAD_STATE when the script failed on its keys, UNAVAILABLE otherwise.
+local function failed_err(err)
+  if err == SCRIPT_FAILED then return BAD_STATE .. err end
+  return UNAVAILABLE .. tostring(err)
+end
 
 -- Defaults of the options of new.
 _M.DEFAULT_PREFIX = "sluice:"
@@ -188,9 +201,7 @@ local function decide_call(self, cl, now)
   local replies
   replies, err = protocol.decode(raw, { cl })
   if not replies then return nil, err end
-  if not replies[1] then
-    return nil, "the script failed on this check's keys (a key of the wrong type under the prefix?)"
-  end
+  if not replies[1] then return nil, SCRIPT_FAILED end
   replies[1].id = id .. ".1"
   return replies[1]
 end
@@ -265,7 +276,7 @@ local function send_batch(self, l, slot)
     for k, e in ipairs(batch) do
       if replies then
         e.reply = replies[k]
-        if not e.reply then e.err = "the script failed on this check's keys (a key of the wrong type under the prefix?)" end
+        if not e.reply then e.err = SCRIPT_FAILED end
       else
         e.err = err
       end
@@ -392,7 +403,7 @@ local function check_one(self, c)
   local sp = protocol.spec(l, (c.shadow or l.shadow) and true or false)
   local cl = { slot = self.cluster and keys.slot(tag) or 0, hits = { 1 }, keys = { key }, specs = { sp }, cost = c.cost }
   local r, err = coalesced(self, cl)
-  if not r then return nil, UNAVAILABLE .. tostring(err) end
+  if not r then return nil, failed_err(err) end
   local hr = protocol.result(sp, r.hits[1], r.now, c.cost, r.allowed and c.cost > 0)
   -- conclude, for one hit.
   local denies = not hr.allowed and not hr.shadow
@@ -406,12 +417,16 @@ end
 -- decision {allowed, shadowed, source = "store", denier, retry_after,
 -- hits = {{allowed, shadow, used, remaining, retry_after, reset_after}}},
 -- durations in µs; or nil and an error starting with "sluice: invalid
--- input:" or "sluice: store unavailable:".
+-- input:", "sluice: store unavailable:" or, when the script failed on
+-- what a key of the check holds, "sluice: bad stored state:".
 function _M.check(self, c, now, valid)
   local err = not valid and limits.validate_check(c)
   if err then return nil, err end
   if #c.hits == 1 and not now and self.batch then return check_one(self, c) end
   local calls = plan(self, c, true)
+  -- failed: the error of a failed call; a store error wins over a
+  -- script failure (the check is bad state only when every failed call
+  -- failed on its keys, as redisstore's onlyBadState).
   local replies, failed = {}, nil
   for k, cl in ipairs(calls) do
     if #calls == 1 and not now and self.batch then
@@ -420,13 +435,14 @@ function _M.check(self, c, now, valid)
       replies[k], err = decide_call(self, cl, now)
     end
     if not replies[k] then
-      replies[k], failed = false, err
+      replies[k] = false
+      if failed == nil or failed == SCRIPT_FAILED then failed = err end
     end
   end
   local all = not failed
   for k = 1, #calls do all = all and replies[k] and replies[k].allowed end
   if #calls > 1 and c.cost > 0 and not all then refund(self, c, calls, replies) end
-  if failed then return nil, UNAVAILABLE .. tostring(failed) end
+  if failed then return nil, failed_err(failed) end
   local d = { source = "store", hits = {} }
   local recorded = all and c.cost > 0
   for k, cl in ipairs(calls) do
@@ -474,7 +490,7 @@ function _M.check_batch(self, checks)
         if not replies then
           errs[p.i] = UNAVAILABLE .. tostring(err)
         elseif not r then
-          errs[p.i] = UNAVAILABLE .. "the script failed on this check's keys"
+          errs[p.i] = BAD_STATE .. SCRIPT_FAILED
         else
           local d = { source = "store", hits = {} }
           local recorded = r.allowed and c.cost > 0

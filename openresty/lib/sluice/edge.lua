@@ -7,7 +7,8 @@ local limits = require "sluice.limits"
 local ffi = require "ffi"
 
 local format, concat, max, min, random, floor = string.format, table.concat, math.max, math.min, math.random, math.floor
-local itoa = require("sluice.keys").itoa
+local keys = require "sluice.keys"
+local itoa = keys.itoa
 local shared = ngx.shared
 
 ffi.cdef [[
@@ -61,6 +62,9 @@ function _M.new(lim, opts)
   -- The breaker's keys, made once: admit and report run for every call.
   self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
   self.memo, self.nmemo = {}, 0
+  -- bad_states counts, per worker, the checks decided by the policy
+  -- because their keys hold data that is not sluice's.
+  self.bad_states = 0
   if opts.async then
     self.async, err = require("sluice.async").new(lim, self, opts)
     if not self.async then return nil, limits.INVALID .. err end
@@ -68,14 +72,30 @@ function _M.new(lim, opts)
   return self
 end
 
--- degraded is the decision of the failure policy.
-function _M.degraded(self)
+-- degraded is the decision of the failure policy; bad_state marks one
+-- taken because the check's keys hold data that is not sluice's.
+function _M.degraded(self, bad_state)
   if self.policy == "closed" then
     return { allowed = false, shadowed = false, source = "fail-closed", hits = {},
-      retry_after = _M.FAIL_CLOSED_RETRY_AFTER }
+      retry_after = _M.FAIL_CLOSED_RETRY_AFTER, bad_state = bad_state }
   end
-  return { allowed = true, shadowed = false, source = "fail-open", hits = {}, retry_after = 0 }
+  return { allowed = true, shadowed = false, source = "fail-open", hits = {}, retry_after = 0, bad_state = bad_state }
 end
+
+-- log_line writes a log line of the module; in a request it does so from
+-- a timer, out of the request's context: nginx adds the request line
+-- (with its query, which may hold the key) to every line logged in one.
+local function write_line(premature, level, msg)
+  ngx.log(level, msg)
+end
+
+local function log_line(level, ...)
+  local msg = concat({ ... })
+  if ngx.get_phase() == "timer" or not ngx.timer.at(0, write_line, level, msg) then
+    ngx.log(level, msg)
+  end
+end
+_M.log_line = log_line
 
 -- Breaker, in the shared dict: "f" consecutive failures, "u" open until
 -- (s), "b" the current back-off (s), "p" a probe under way.
@@ -94,6 +114,13 @@ local function admit(self)
   return ok, true
 end
 
+-- release ends a probe that neither succeeded nor failed (a check that
+-- failed on its keys' data: Redis answered, the breaker learns nothing),
+-- so that the next check may probe.
+local function release(self, probe)
+  if probe then self.breaker:delete(self.k_probe) end
+end
+
 local function report(self, ok, probe)
   local b = self.breaker
   if not b then return end
@@ -105,7 +132,7 @@ local function report(self, ok, probe)
       b:delete(self.k_until)
       b:delete(self.k_back)
       b:delete(self.k_probe)
-      ngx.log(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
+      log_line(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
     end
     return
   end
@@ -117,7 +144,7 @@ local function report(self, ok, probe)
     ngx.update_time()
     b:set(self.k_until, ngx.now() + back * (1 - random() / 4))
     b:delete(self.k_probe)
-    ngx.log(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
+    log_line(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
   end
 end
 
@@ -317,9 +344,34 @@ local function log_degraded(self, err)
     suppressed = suppressed + 1
     return
   end
-  ngx.log(ngx.WARN, err, "; decided by the ", self.policy, " failure policy (",
+  log_line(ngx.WARN, err, "; decided by the ", self.policy, " failure policy (",
     suppressed, " more such decisions since the last line)")
   last_log, suppressed = now, 0
+end
+
+-- Checks that failed on their keys' data (bad state) have their own log
+-- line, at most one per LOG_INTERVAL per worker, counting the ones in
+-- between; it names the check's first hit by its zone and the digest of
+-- its key (internal/keyname's), never the key.
+local last_bad_log, bad_suppressed = 0, 0
+
+-- key_digest is keyname.Of: "sha256:" and 16 hex digits.
+local function key_digest(key)
+  return "sha256:" .. keys.sha256_hex(key):sub(1, 16)
+end
+
+local function log_bad_state(self, c)
+  self.bad_states = self.bad_states + 1
+  local now = ngx.now()
+  if now - last_bad_log < _M.LOG_INTERVAL then
+    bad_suppressed = bad_suppressed + 1
+    return
+  end
+  local h = c.hits[1]
+  log_line(ngx.WARN, "sluice: a check failed on the stored state of its keys; the data under them is not sluice's; ",
+    "decided by the ", self.policy, " failure policy, not counted by the breaker (zone ", format("%q", h.zone or ""),
+    ", key ", key_digest(h.key), "; ", bad_suppressed, " more such checks since the last line)")
+  last_bad_log, bad_suppressed = now, 0
 end
 
 -- decide decides c: from the deny cache, else from Redis unless the
@@ -361,6 +413,13 @@ function _M.guarded(self, c, now, id)
   d, err = self.lim:check(c, now, true)
   if not d then
     if err:sub(1, #limits.INVALID) == limits.INVALID then return nil, err end
+    if err:sub(1, #limits.BAD_STATE) == limits.BAD_STATE then
+      -- Redis answered: this check fails alone, by the policy, and the
+      -- breaker neither opens nor closes for it (edge.Guard's ErrBadState).
+      release(self, probe)
+      log_bad_state(self, c)
+      return self:degraded(true)
+    end
     report(self, false, probe)
     log_degraded(self, err)
     return self:degraded()
