@@ -192,6 +192,15 @@ local function plan(self, c, with_specs)
   return calls
 end
 
+-- node_of returns the address of the Cluster master that owns the hash
+-- slot of c's first hit in this worker's slot map (the scope of the
+-- breaker, sluice.edge), or nil when the map does not know it yet.
+function _M.node_of(self, c)
+  local h = c.hits[1]
+  local _, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, h.limit)
+  return self.client:owner(keys.slot(tag))
+end
+
 -- decide_call runs decide.lua for one call and decodes its reply.
 local function decide_call(self, cl, now)
   local id = call_id(self)

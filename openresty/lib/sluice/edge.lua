@@ -59,8 +59,10 @@ function _M.new(lim, opts)
   self.max_age = (opts.deny_cache_max_age or _M.DENY_CACHE_MAX_AGE * 1000) / 1000
   self.ns = lim.prefix .. "|" .. lim.client.name .. "|" -- one dict may serve several limiters
   self.epoch_key = self.ns .. "epoch"
-  -- The breaker's keys, made once: admit and report run for every call.
-  self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
+  -- The breakers' keys, made once per scope: admit and report run for
+  -- every call.
+  self.global = { f = self.ns .. "f", u = self.ns .. "u", b = self.ns .. "b", p = self.ns .. "p" }
+  self.scopes = {}
   self.memo, self.nmemo = {}, 0
   -- bad_states counts, per worker, the checks decided by the policy
   -- because their keys hold data that is not sluice's.
@@ -98,53 +100,72 @@ end
 _M.log_line = log_line
 
 -- Breaker, in the shared dict: "f" consecutive failures, "u" open until
--- (s), "b" the current back-off (s), "p" a probe under way.
+-- (s), "b" the current back-off (s), "p" a probe under way. Outside a
+-- Cluster there is one breaker per limiter; in a Cluster one per node
+-- (the master that owns the check's first hash slot in the worker's slot
+-- map), so that a failing master's keys are decided by the policy while
+-- every other master's are still decided by Redis. A scope holds one
+-- breaker's dict keys and, for a node, its address (for the log).
 
--- admit reports whether a store call may be made now, and whether it is
--- the probe.
-local function admit(self)
+-- scope returns the breaker scope of node (an address; nil: the limiter's).
+local function scope(self, node)
+  if not node then return self.global end
+  local sc = self.scopes[node]
+  if not sc then
+    local ns = self.ns .. "node|" .. node .. "|"
+    sc = { f = ns .. "f", u = ns .. "u", b = ns .. "b", p = ns .. "p", node = node }
+    self.scopes[node] = sc
+  end
+  return sc
+end
+
+-- admit reports whether a store call may be made now in scope sc, and
+-- whether it is the probe.
+local function admit(self, sc)
   local b = self.breaker
   if not b then return true end
-  local untl = b:get(self.k_until)
+  local untl = b:get(sc.u)
   if not untl then return true end
   ngx.update_time()
   if ngx.now() < untl then return false end
   -- One probe for every worker: add fails while another is under way.
-  local ok = b:add(self.k_probe, true, self.lim.timeout / 1000 * 4 + 1)
+  local ok = b:add(sc.p, true, self.lim.timeout / 1000 * 4 + 1)
   return ok, true
 end
 
 -- release ends a probe that neither succeeded nor failed (a check that
 -- failed on its keys' data: Redis answered, the breaker learns nothing),
 -- so that the next check may probe.
-local function release(self, probe)
-  if probe then self.breaker:delete(self.k_probe) end
+local function release(self, sc, probe)
+  if probe then self.breaker:delete(sc.p) end
 end
 
-local function report(self, ok, probe)
+local function report(self, sc, ok, probe)
   local b = self.breaker
   if not b then return end
   if ok then
     -- "u" (open) is only ever set while "f" counts failures: one read
     -- tells a success that there is nothing to close.
-    if b:get(self.k_fail) or probe then
-      b:delete(self.k_fail)
-      b:delete(self.k_until)
-      b:delete(self.k_back)
-      b:delete(self.k_probe)
-      log_line(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
+    if b:get(sc.f) or probe then
+      b:delete(sc.f)
+      b:delete(sc.u)
+      b:delete(sc.b)
+      b:delete(sc.p)
+      log_line(ngx.NOTICE, "sluice: breaker closed", sc.node and (" for Cluster node " .. sc.node) or "",
+        ": Redis answers again")
     end
     return
   end
-  local f = b:incr(self.k_fail, 1, 0)
-  if probe or (f and f >= self.failures and not b:get(self.k_until)) then
-    local back = b:get(self.k_back)
+  local f = b:incr(sc.f, 1, 0)
+  if probe or (f and f >= self.failures and not b:get(sc.u)) then
+    local back = b:get(sc.b)
     back = back and min(back * 2, self.max_backoff) or self.backoff
-    b:set(self.k_back, back)
+    b:set(sc.b, back)
     ngx.update_time()
-    b:set(self.k_until, ngx.now() + back * (1 - random() / 4))
-    b:delete(self.k_probe)
-    log_line(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
+    b:set(sc.u, ngx.now() + back * (1 - random() / 4))
+    b:delete(sc.p)
+    log_line(ngx.WARN, "sluice: breaker open", sc.node and (" for Cluster node " .. sc.node) or "",
+      " for ", back, " s after ", f, " failed Redis calls")
   end
 end
 
@@ -404,7 +425,9 @@ end
 -- the policy; with a deny cache key id, a store denial is kept in the
 -- deny cache.
 function _M.guarded(self, c, now, id)
-  local ok, probe = admit(self)
+  local sc = self.global
+  if self.lim.cluster then sc = scope(self, self.lim:node_of(c)) end
+  local ok, probe = admit(self, sc)
   if not ok then return self:degraded() end
   local sent, epoch, d, err
   if id then
@@ -416,15 +439,15 @@ function _M.guarded(self, c, now, id)
     if err:sub(1, #limits.BAD_STATE) == limits.BAD_STATE then
       -- Redis answered: this check fails alone, by the policy, and the
       -- breaker neither opens nor closes for it (edge.Guard's ErrBadState).
-      release(self, probe)
+      release(self, sc, probe)
       log_bad_state(self, c)
       return self:degraded(true)
     end
-    report(self, false, probe)
+    report(self, sc, false, probe)
     log_degraded(self, err)
     return self:degraded()
   end
-  report(self, true, probe)
+  report(self, sc, true, probe)
   if id and not d.allowed then store_denial(self, id, c, d, sent, epoch) end
   return d
 end
