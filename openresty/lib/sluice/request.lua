@@ -28,10 +28,16 @@ local HEX = {}
 for i = 0, 9 do HEX[48 + i] = i end
 for i = 0, 5 do HEX[65 + i], HEX[97 + i] = 10 + i, 10 + i end
 
+-- escaped reports whether s holds a "%" or a "+" (plain finds, which
+-- LuaJIT compiles; a pattern it does not).
+local function escaped(s)
+  return find(s, "%", 1, true) or find(s, "+", 1, true)
+end
+
 -- unescape_query is url.QueryUnescape: "%XX" is the byte XX, "+" a space;
 -- a "%" not followed by two hex digits makes it nil.
 function _M.unescape_query(s)
-  if not find(s, "[%%+]") then return s end
+  if not escaped(s) then return s end
   local out, n, i, len = {}, 0, 1, #s
   while i <= len do
     local b = byte(s, i)
@@ -64,7 +70,7 @@ function _M.query_value(raw, name)
     local k, v = pair, ""
     if eq then k, v = sub(pair, 1, eq - 1), sub(pair, eq + 1) end
     local match = k == name
-    if not match and find(k, "[%%+]") then match = unescape(k) == name end
+    if not match and escaped(k) then match = unescape(k) == name end
     if match then return unescape(v) or "" end
   end
   return ""
