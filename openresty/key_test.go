@@ -246,6 +246,16 @@ func TestKeySpellingsShareOneLimit(t *testing.T) {
             }
             content_by_lua_block { ngx.say("app") }
         }
+        location = /reused {
+            access_by_lua_block {
+                -- One options table for every request of the worker.
+                local sluice = require "sluice"
+                package.loaded.reused_opts = package.loaded.reused_opts or
+                    { zone = "reused", from = "query:token", limits = "1r/h" }
+                sluice.limiter("api"):access(package.loaded.reused_opts)
+            }
+            content_by_lua_block { ngx.say("app") }
+        }
 `, srv.URL())))
 	store, err := redisstore.Dial(srv.URL(), redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
@@ -297,5 +307,15 @@ func TestKeySpellingsShareOneLimit(t *testing.T) {
 	}
 	if len(keys) != 1 {
 		t.Fatalf("Redis keys of the zone: %q, want one", keys)
+	}
+	// access does not write the key into its options: a table reused
+	// across requests keys each by its own token.
+	for _, r := range []struct {
+		tok  string
+		want int
+	}{{"a", 200}, {"b", 200}, {"c", 200}, {"a", 429}} {
+		if resp, body := get(t, n.url+"/reused?token="+r.tok); resp.StatusCode != r.want {
+			t.Fatalf("reused options, token %s: %s %q, want %d", r.tok, resp.Status, body, r.want)
+		}
 	}
 }

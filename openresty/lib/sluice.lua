@@ -692,8 +692,8 @@ end
 -- group on a string key is valid by construction (the site's limits were
 -- validated together): it skips validation, and behind a deny cache a
 -- cached denial is answered from the dict without building the check.
-local function access_site(self, opts, site)
-  local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
+local function access_site(self, opts, site, key)
+  local cost, group, now = opts.cost or 1, opts.group, opts.now
   local edge = self.edge
   local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
   local memo = fast and site.n == 1 and not site.shadow and edge.deny
@@ -811,9 +811,9 @@ function _M.access(self, opts)
     ngx.log(ngx.ERR, err)
     return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
   end
+  local key = opts.key
   if opts.from ~= nil or opts.first_of ~= nil then
-    local key
-    if opts.key ~= nil then
+    if key ~= nil then
       err = limits.INVALID .. "access: set key or a key source (from, first_of), not both"
     else
       key, err = _M.key(opts)
@@ -822,15 +822,14 @@ function _M.access(self, opts)
       ngx.log(ngx.ERR, err)
       return http.problem(500, "Rate limiter misconfigured", "the rate limit key of this location is invalid")
     end
-    opts.key = key
   end
-  if opts.key == nil or opts.key == "" then
+  if key == nil or key == "" then
     return http.problem(400, "No rate limit key", "the request has no rate limit key")
   end
-  if site then return access_site(self, opts, site) end
+  if site then return access_site(self, opts, site, key) end
   local zone = opts.zone or ""
   local c = { hits = {}, cost = opts.cost or 1, group = opts.group, shadow = opts.shadow }
-  for i, l in ipairs(ls) do c.hits[i] = { zone = zone, key = opts.key, limit = l } end
+  for i, l in ipairs(ls) do c.hits[i] = { zone = zone, key = key, limit = l } end
   local d
   d, err = self:decide(c, opts.now)
   if not d then return http.problem(400, "Bad request", err) end
