@@ -18,7 +18,7 @@
 -- its index (FirstOf). The parsing functions take strings and have no ngx
 -- dependency, so that busted tests them (spec/request_spec.lua); read
 -- below them is the only part that asks nginx.
-local byte, sub, find, char, format = string.byte, string.sub, string.find, string.char, string.format
+local byte, sub, find, char, format, gsub = string.byte, string.sub, string.find, string.char, string.format, string.gsub
 local concat, tonumber = table.concat, tonumber
 
 local _M = {}
@@ -34,26 +34,38 @@ local function escaped(s)
   return find(s, "%", 1, true) or find(s, "+", 1, true)
 end
 
+local function hex_char(h) return char(tonumber(h, 16)) end
+
 -- unescape_query is url.QueryUnescape: "%XX" is the byte XX, "+" a space;
 -- a "%" not followed by two hex digits makes it nil.
 function _M.unescape_query(s)
   if not escaped(s) then return s end
-  local out, n, i, len = {}, 0, 1, #s
-  while i <= len do
-    local b = byte(s, i)
-    if b == 37 then -- %
-      local h, l = HEX[byte(s, i + 1) or 0], HEX[byte(s, i + 2) or 0]
-      if not h or not l then return nil end
-      n = n + 1
-      out[n] = char(h * 16 + l)
-      i = i + 3
-    else
-      n = n + 1
-      out[n] = b == 43 and " " or char(b)
-      i = i + 1
-    end
+  local i = find(s, "%", 1, true)
+  while i do
+    if not HEX[byte(s, i + 1) or 0] or not HEX[byte(s, i + 2) or 0] then return nil end
+    i = find(s, "%", i + 3, true)
   end
-  return concat(out)
+  -- "+" first: a "%2B" decodes to a "+" that stays.
+  s = gsub(s, "%+", " ")
+  return (gsub(s, "%%(%x%x)", hex_char))
+end
+
+-- has_escape reports whether s[i..j] holds a "%" or a "+"; equal_at
+-- whether s[i..] starts with name. Byte loops, which LuaJIT compiles, and
+-- no substring made: most arguments are neither the key nor escaped.
+local function has_escape(s, i, j)
+  for k = i, j do
+    local b = byte(s, k)
+    if b == 37 or b == 43 then return true end
+  end
+  return false
+end
+
+local function equal_at(s, i, name, n)
+  for k = 1, n do
+    if byte(s, i + k - 1) ~= byte(name, k) then return false end
+  end
+  return true
 end
 
 -- query_value is httplimit's queryValue: the value of the first argument
@@ -61,17 +73,21 @@ end
 -- is none or it does not decode. Arguments are separated by "&" only.
 function _M.query_value(raw, name)
   local unescape = _M.unescape_query
-  local pos, len = 1, #raw
+  local pos, len, n = 1, #raw, #name
   while pos <= len do
-    local amp = find(raw, "&", pos, true)
-    local pair = sub(raw, pos, (amp or len + 1) - 1)
-    pos = amp and amp + 1 or len + 1
-    local eq = find(pair, "=", 1, true)
-    local k, v = pair, ""
-    if eq then k, v = sub(pair, 1, eq - 1), sub(pair, eq + 1) end
-    local match = k == name
-    if not match and escaped(k) then match = unescape(k) == name end
-    if match then return unescape(v) or "" end
+    local amp = find(raw, "&", pos, true) or len + 1
+    local eq = find(raw, "=", pos, true)
+    if eq and eq > amp then eq = nil end
+    local kend = (eq or amp) - 1
+    local match = kend - pos + 1 == n and equal_at(raw, pos, name, n)
+    if not match and has_escape(raw, pos, kend) then
+      match = unescape(sub(raw, pos, kend)) == name
+    end
+    if match then
+      if not eq then return "" end
+      return unescape(sub(raw, eq + 1, amp - 1)) or ""
+    end
+    pos = amp + 1
   end
   return ""
 end
