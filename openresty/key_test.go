@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -213,6 +214,49 @@ func TestKeyAsGo(t *testing.T) {
 				t.Errorf("%s ?%s %q: nginx %q (%v), Go %q (%v)", s.path, r.query, r.headers, got, gotOK, want, wantOK)
 			}
 		}
+	}
+}
+
+// TestQueryKeyAsGoRandom: 400 queries of one to three arguments, drawn
+// from a fixed seed out of spellings of the name (encoded, with "+", in
+// another case, with a bad escape) and values made of "%" with good and
+// bad hex, "+", "=", ";" and encoded "&", key alike in nginx and in Go;
+// at least 40 of them carry a key.
+func TestQueryKeyAsGoRandom(t *testing.T) {
+	n := startNginx(t, 1, harnessConf(t, keyConf()))
+	ngxAddr := strings.TrimPrefix(n.url, "http://")
+	goAddr := goKeyServer(t)
+	r := rand.New(rand.NewPCG(25, 2))
+	names := []string{"token", "%74oken", "t%6Fken", "tok%65n", "%74%6f%6b%65%6e", "to+ken", "TOKEN", "%zzoken", "x", ""}
+	values := []string{"a", "6", "%", "%4", "%zz", "%41", "%e9", "+", "%2B", "=", ";", "%3D", "%26", "%7C", "token"}
+	keyed := 0
+	for range 400 {
+		var q strings.Builder
+		for i := range 1 + r.IntN(3) {
+			if i > 0 {
+				q.WriteString("&")
+			}
+			q.WriteString(names[r.IntN(len(names))])
+			if r.IntN(8) == 0 {
+				continue // no "="
+			}
+			q.WriteString("=")
+			for range r.IntN(4) {
+				q.WriteString(values[r.IntN(len(values))])
+			}
+		}
+		target := "/key/query?" + q.String()
+		want, wantOK := rawKey(t, goAddr, target, "")
+		got, gotOK := rawKey(t, ngxAddr, target, "")
+		if got != want || gotOK != wantOK {
+			t.Errorf("?%s: nginx %q (%v), Go %q (%v)", q.String(), got, gotOK, want, wantOK)
+		}
+		if wantOK {
+			keyed++
+		}
+	}
+	if keyed < 40 {
+		t.Errorf("%d of 400 queries carry a key: the draw does not exercise decoding", keyed)
 	}
 }
 
