@@ -41,7 +41,7 @@ func TestBadStateIsNotAnOutage(t *testing.T) {
             content_by_lua_block {
                 local sluice = require "sluice"
                 local l = sluice.limiter("api")
-                local ok, err = l:reset{ hits = { { zone = "cz", key = ngx.var.arg_token,
+                local ok, err = l:reset{ hits = { { zone = "cz", key = sluice.key{ from = "query:token" },
                     limit = sluice.parse_limit("3r/m") } }, cost = 0 }
                 ngx.say(ok and "ok" or err)
             }
