@@ -92,7 +92,9 @@ local function write_line(premature, level, msg)
 end
 
 local function log_line(level, ...)
-  local msg = concat({ ... })
+  local parts = { ... }
+  for i = 1, select("#", ...) do parts[i] = tostring(parts[i]) end
+  local msg = concat(parts)
   if ngx.get_phase() == "timer" or not ngx.timer.at(0, write_line, level, msg) then
     ngx.log(level, msg)
   end
