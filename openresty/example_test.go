@@ -21,6 +21,13 @@ func startExample(t *testing.T, redisURL string) *nginx {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The example keeps its pid file and error log out of the system
+	// nginx's way; the test puts them in its directory.
+	for _, line := range []string{"pid logs/nginx.pid;", "error_log logs/error.log warn;"} {
+		if !strings.Contains(string(raw), "\n"+line+"\n") {
+			t.Fatalf("examples/openresty/nginx.conf lacks the line %q", line)
+		}
+	}
 	app := freeAddr(t)
 	return startNginxConf(t, func(listen, dir string) string {
 		r := strings.NewReplacer(
@@ -32,8 +39,10 @@ func startExample(t *testing.T, redisURL string) *nginx {
 			"listen 8080;", "listen "+listen+";",
 			"127.0.0.1:9000", app,
 			"http {", "http {\n"+nginxtest.Paths(dir),
+			"pid logs/nginx.pid;", "pid "+dir+"/nginx.pid;",
+			"error_log logs/error.log warn;", "error_log stderr warn;",
 		)
-		return "daemon off;\npid " + dir + "/nginx.pid;\nerror_log stderr warn;\n" + r.Replace(string(raw))
+		return "daemon off;\n" + r.Replace(string(raw))
 	})
 }
 
@@ -53,7 +62,8 @@ func get(t *testing.T, url string) (*http.Response, string) {
 
 // TestExample: the example admits 10 requests a second per token and
 // answers the 11th as sluice serve does (429, Retry-After, the RateLimit
-// fields, a quota-exceeded problem), and a request without a token 400.
+// fields, a quota-exceeded problem), to every spelling of the token, and a
+// request without a token 400.
 func TestExample(t *testing.T) {
 	srv := redistest.Standalone(t)
 	n := startExample(t, srv.URL())
@@ -92,6 +102,13 @@ func TestExample(t *testing.T) {
 	wantBody := `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota exceeded","status":429,"detail":"the rate limit is exceeded; retry after ` + retry + ` s","violated-policies":["10r/s"]}` + "\n"
 	if body != wantBody {
 		t.Errorf("denied body = %q, want %q", body, wantBody)
+	}
+	// Every spelling of the token is the token, as the application reads
+	// it: percent-encoded, in the name too, or first of two.
+	for _, q := range []string{"token=%61lice", "%74oken=%61%6C%69%63%65", "token=alice&token=bob"} {
+		if resp, _ := get(t, n.url+"/api/x?"+q); resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("?%s after alice's 10: %s, want 429", q, resp.Status)
+		}
 	}
 	if resp, _ := get(t, n.url+"/api/x?token=bob"); resp.StatusCode != http.StatusOK {
 		t.Errorf("another token: %s, want 200", resp.Status)

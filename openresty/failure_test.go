@@ -147,6 +147,9 @@ func TestRedisFailure(t *testing.T) {
 					timeout: failTimeout, client: newHTTPClient()}
 				limit := sluice.Limit{Rate: 5, Window: time.Hour, Algorithm: sluice.Log}
 				c := sluice.Check{Hits: []sluice.Hit{{Key: "k", Limit: limit}}, Cost: 1}
+				// The first call connects and loads the script, which a
+				// loaded machine may not do within the short timeout.
+				waitStore(t, l, c)
 				for range 2 {
 					if d := timedCheck(t, l, c); !d.Allowed || d.Source != sluice.FromStore {
 						t.Fatalf("healthy: %+v", d)

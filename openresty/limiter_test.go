@@ -118,13 +118,16 @@ func (l *luaLimiter) post(ctx context.Context, path, body string) (string, error
 }
 
 // moduleError turns the module's error text into an error wrapping
-// sluice.ErrInvalid or sluice.ErrUnavailable, as its prefix says.
+// sluice.ErrInvalid, sluice.ErrUnavailable or sluice.ErrBadState, as its
+// prefix says.
 func moduleError(msg string) error {
 	switch {
 	case strings.HasPrefix(msg, "sluice: invalid input: "):
 		return fmt.Errorf("%w: %s", sluice.ErrInvalid, strings.TrimPrefix(msg, "sluice: invalid input: "))
 	case strings.HasPrefix(msg, "sluice: store unavailable: "):
 		return fmt.Errorf("%w: %s", sluice.ErrUnavailable, strings.TrimPrefix(msg, "sluice: store unavailable: "))
+	case strings.HasPrefix(msg, "sluice: bad stored state: "):
+		return fmt.Errorf("%w: %s", sluice.ErrBadState, strings.TrimPrefix(msg, "sluice: bad stored state: "))
 	}
 	return fmt.Errorf("module: %s", msg)
 }

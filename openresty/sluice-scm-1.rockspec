@@ -30,6 +30,7 @@ build = {
     ["sluice.limits"] = "openresty/lib/sluice/limits.lua",
     ["sluice.protocol"] = "openresty/lib/sluice/protocol.lua",
     ["sluice.redis"] = "openresty/lib/sluice/redis.lua",
+    ["sluice.request"] = "openresty/lib/sluice/request.lua",
     ["sluice.scripts"] = "openresty/lib/sluice/scripts.lua",
   },
 }

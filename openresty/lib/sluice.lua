@@ -12,6 +12,7 @@ local redis = require "sluice.redis"
 local scripts = require "sluice.scripts"
 local edge = require "sluice.edge"
 local http = require "sluice.http"
+local request = require "sluice.request"
 
 local format, concat, floor, max = string.format, table.concat, math.floor, math.max
 local itoa = keys.itoa
@@ -26,6 +27,19 @@ _M.limit = limits.new
 local UNAVAILABLE = "sluice: store unavailable: "
 _M.UNAVAILABLE = UNAVAILABLE
 _M.INVALID = limits.INVALID
+_M.BAD_STATE = limits.BAD_STATE
+local BAD_STATE = limits.BAD_STATE
+
+-- SCRIPT_FAILED is the error of a call the script failed on: a key of
+-- the check holds data of another type (sluice.ErrBadState).
+local SCRIPT_FAILED = "the script failed on this check's keys: the data under them is not sluice's (a key of another type under the prefix?)"
+
+-- failed_err returns the error of a check whose call failed with err:
+-- BAD_STATE when the script failed on its keys, UNAVAILABLE otherwise.
+local function failed_err(err)
+  if err == SCRIPT_FAILED then return BAD_STATE .. err end
+  return UNAVAILABLE .. tostring(err)
+end
 
 -- Defaults of the options of new.
 _M.DEFAULT_PREFIX = "sluice:"
@@ -178,6 +192,15 @@ local function plan(self, c, with_specs)
   return calls
 end
 
+-- node_of returns the address of the Cluster master that owns the hash
+-- slot of c's first hit in this worker's slot map (the scope of the
+-- breaker, sluice.edge), or nil when the map does not know it yet.
+function _M.node_of(self, c)
+  local h = c.hits[1]
+  local _, tag = keys.state_key(self.prefix, h.zone or "", h.key, c.group, h.limit)
+  return self.client:owner(keys.slot(tag))
+end
+
 -- decide_call runs decide.lua for one call and decodes its reply.
 local function decide_call(self, cl, now)
   local id = call_id(self)
@@ -187,9 +210,7 @@ local function decide_call(self, cl, now)
   local replies
   replies, err = protocol.decode(raw, { cl })
   if not replies then return nil, err end
-  if not replies[1] then
-    return nil, "the script failed on this check's keys (a key of the wrong type under the prefix?)"
-  end
+  if not replies[1] then return nil, SCRIPT_FAILED end
   replies[1].id = id .. ".1"
   return replies[1]
 end
@@ -264,7 +285,7 @@ local function send_batch(self, l, slot)
     for k, e in ipairs(batch) do
       if replies then
         e.reply = replies[k]
-        if not e.reply then e.err = "the script failed on this check's keys (a key of the wrong type under the prefix?)" end
+        if not e.reply then e.err = SCRIPT_FAILED end
       else
         e.err = err
       end
@@ -391,7 +412,7 @@ local function check_one(self, c)
   local sp = protocol.spec(l, (c.shadow or l.shadow) and true or false)
   local cl = { slot = self.cluster and keys.slot(tag) or 0, hits = { 1 }, keys = { key }, specs = { sp }, cost = c.cost }
   local r, err = coalesced(self, cl)
-  if not r then return nil, UNAVAILABLE .. tostring(err) end
+  if not r then return nil, failed_err(err) end
   local hr = protocol.result(sp, r.hits[1], r.now, c.cost, r.allowed and c.cost > 0)
   -- conclude, for one hit.
   local denies = not hr.allowed and not hr.shadow
@@ -405,12 +426,16 @@ end
 -- decision {allowed, shadowed, source = "store", denier, retry_after,
 -- hits = {{allowed, shadow, used, remaining, retry_after, reset_after}}},
 -- durations in µs; or nil and an error starting with "sluice: invalid
--- input:" or "sluice: store unavailable:".
+-- input:", "sluice: store unavailable:" or, when the script failed on
+-- what a key of the check holds, "sluice: bad stored state:".
 function _M.check(self, c, now, valid)
   local err = not valid and limits.validate_check(c)
   if err then return nil, err end
   if #c.hits == 1 and not now and self.batch then return check_one(self, c) end
   local calls = plan(self, c, true)
+  -- failed: the error of a failed call; a store error wins over a
+  -- script failure (the check is bad state only when every failed call
+  -- failed on its keys, as redisstore's onlyBadState).
   local replies, failed = {}, nil
   for k, cl in ipairs(calls) do
     if #calls == 1 and not now and self.batch then
@@ -419,13 +444,14 @@ function _M.check(self, c, now, valid)
       replies[k], err = decide_call(self, cl, now)
     end
     if not replies[k] then
-      replies[k], failed = false, err
+      replies[k] = false
+      if failed == nil or failed == SCRIPT_FAILED then failed = err end
     end
   end
   local all = not failed
   for k = 1, #calls do all = all and replies[k] and replies[k].allowed end
   if #calls > 1 and c.cost > 0 and not all then refund(self, c, calls, replies) end
-  if failed then return nil, UNAVAILABLE .. tostring(failed) end
+  if failed then return nil, failed_err(failed) end
   local d = { source = "store", hits = {} }
   local recorded = all and c.cost > 0
   for k, cl in ipairs(calls) do
@@ -473,7 +499,7 @@ function _M.check_batch(self, checks)
         if not replies then
           errs[p.i] = UNAVAILABLE .. tostring(err)
         elseif not r then
-          errs[p.i] = UNAVAILABLE .. "the script failed on this check's keys"
+          errs[p.i] = BAD_STATE .. SCRIPT_FAILED
         else
           local d = { source = "store", hits = {} }
           local recorded = r.allowed and c.cost > 0
@@ -666,8 +692,8 @@ end
 -- group on a string key is valid by construction (the site's limits were
 -- validated together): it skips validation, and behind a deny cache a
 -- cached denial is answered from the dict without building the check.
-local function access_site(self, opts, site)
-  local key, cost, group, now = opts.key, opts.cost or 1, opts.group, opts.now
+local function access_site(self, opts, site, key)
+  local cost, group, now = opts.cost or 1, opts.group, opts.now
   local edge = self.edge
   local fast = cost == 1 and group == nil and now == nil and type(key) == "string" and #key <= limits.MAX_KEY_LEN
   local memo = fast and site.n == 1 and not site.shadow and edge.deny
@@ -717,8 +743,55 @@ local function access_site(self, opts, site)
   return d
 end
 
--- access is the one call of access_by_lua: it checks opts.key (any nginx
--- variable; required) in opts.zone under opts.limits, at opts.cost
+-- sources holds the key sources access and key compiled, per worker, by
+-- their text; emptied past MAX_SOURCES entries.
+local sources, nsources, MAX_SOURCES = {}, 0, 1000
+
+local function flat(v)
+  if type(v) ~= "table" then return tostring(v) end
+  local out = {}
+  for i, x in ipairs(v) do out[i] = tostring(x) end
+  return concat(out, "\0")
+end
+
+-- source_of returns the compiled key source of opts (from, first_of,
+-- trusted_proxies), or nil and an invalid-input error.
+local function source_of(opts)
+  local from, first_of, trusted = opts.from, opts.first_of, opts.trusted_proxies
+  local k = from
+  if type(from) ~= "string" or first_of ~= nil or trusted ~= nil then
+    k = flat(from) .. "\1" .. flat(first_of) .. "\1" .. flat(trusted)
+  end
+  local src = sources[k]
+  if src then return src end
+  local err
+  src, err = request.source(from, first_of, trusted)
+  if not src then return nil, limits.INVALID .. "key source: " .. err end
+  if nsources >= MAX_SOURCES then sources, nsources = {}, 0 end
+  sources[k], nsources = src, nsources + 1
+  return src
+end
+
+-- key returns the key of the running request as sluice serve derives it
+-- from the key source of opts: from (a part, such as "query:token",
+-- "header:X-API-Key", "cookie:session" or "client-address", or a list of
+-- parts joined with "|"), or first_of (a list of parts, the first present
+-- counting, prefixed with its index and ":"), with trusted_proxies (the
+-- addresses and CIDR prefixes whose X-Forwarded-For and X-Real-IP
+-- client-address believes; default none). Query arguments are
+-- percent-decoded, names and values, and the first argument of the name
+-- counts. It returns the key, or nil and why the request has none; or
+-- nil and an error starting with "sluice: invalid input:" for a bad
+-- source.
+function _M.key(opts)
+  local src, err = source_of(opts)
+  if not src then return nil, err end
+  return request.key(src)
+end
+
+-- access is the one call of access_by_lua: it checks the request's key
+-- (opts.from or opts.first_of, with opts.trusted_proxies, read as key
+-- reads it; or opts.key, any string) in opts.zone under opts.limits, at opts.cost
 -- (default 1), with opts.group and opts.shadow, behind the edge (deny
 -- cache, breaker, failure policy). A denial ends the request with
 -- opts.status (default 429), Retry-After, the RateLimit fields and a
@@ -738,13 +811,25 @@ function _M.access(self, opts)
     ngx.log(ngx.ERR, err)
     return http.problem(500, "Rate limiter misconfigured", "the rate limit of this location is invalid")
   end
-  if opts.key == nil or opts.key == "" then
+  local key = opts.key
+  if opts.from ~= nil or opts.first_of ~= nil then
+    if key ~= nil then
+      err = limits.INVALID .. "access: set key or a key source (from, first_of), not both"
+    else
+      key, err = _M.key(opts)
+    end
+    if err and err:sub(1, #limits.INVALID) == limits.INVALID then
+      ngx.log(ngx.ERR, err)
+      return http.problem(500, "Rate limiter misconfigured", "the rate limit key of this location is invalid")
+    end
+  end
+  if key == nil or key == "" then
     return http.problem(400, "No rate limit key", "the request has no rate limit key")
   end
-  if site then return access_site(self, opts, site) end
+  if site then return access_site(self, opts, site, key) end
   local zone = opts.zone or ""
   local c = { hits = {}, cost = opts.cost or 1, group = opts.group, shadow = opts.shadow }
-  for i, l in ipairs(ls) do c.hits[i] = { zone = zone, key = opts.key, limit = l } end
+  for i, l in ipairs(ls) do c.hits[i] = { zone = zone, key = key, limit = l } end
   local d
   d, err = self:decide(c, opts.now)
   if not d then return http.problem(400, "Bad request", err) end

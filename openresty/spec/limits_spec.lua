@@ -35,6 +35,17 @@ describe("parse_limit", function()
   end
 end)
 
+describe("parse_limit's errors", function()
+  for _, s in ipairs({ "99999999999999999999r/s", "1r/100000000h", "0r/s", "2000000000000r/s" }) do
+    it(string.format("name %q once", s), function()
+      local _, err = limits.parse_limit(s)
+      local _, n = err:gsub('limit "', "")
+      assert.are.equal(1, n, err)
+      assert.truthy(err:find(string.format("%q", s), 1, true), err)
+    end)
+  end
+end)
+
 describe("parse_limits", function()
   it("reads a list", function()
     local ls = assert(limits.parse_limits("1r/5s, 5r/h"))

@@ -7,7 +7,8 @@ local limits = require "sluice.limits"
 local ffi = require "ffi"
 
 local format, concat, max, min, random, floor = string.format, table.concat, math.max, math.min, math.random, math.floor
-local itoa = require("sluice.keys").itoa
+local keys = require "sluice.keys"
+local itoa = keys.itoa
 local shared = ngx.shared
 
 ffi.cdef [[
@@ -58,9 +59,14 @@ function _M.new(lim, opts)
   self.max_age = (opts.deny_cache_max_age or _M.DENY_CACHE_MAX_AGE * 1000) / 1000
   self.ns = lim.prefix .. "|" .. lim.client.name .. "|" -- one dict may serve several limiters
   self.epoch_key = self.ns .. "epoch"
-  -- The breaker's keys, made once: admit and report run for every call.
-  self.k_fail, self.k_until, self.k_back, self.k_probe = self.ns .. "f", self.ns .. "u", self.ns .. "b", self.ns .. "p"
+  -- The breakers' keys, made once per scope: admit and report run for
+  -- every call.
+  self.global = { f = self.ns .. "f", u = self.ns .. "u", b = self.ns .. "b", p = self.ns .. "p" }
+  self.scopes = {}
   self.memo, self.nmemo = {}, 0
+  -- bad_states counts, per worker, the checks decided by the policy
+  -- because their keys hold data that is not sluice's.
+  self.bad_states = 0
   if opts.async then
     self.async, err = require("sluice.async").new(lim, self, opts)
     if not self.async then return nil, limits.INVALID .. err end
@@ -68,56 +74,100 @@ function _M.new(lim, opts)
   return self
 end
 
--- degraded is the decision of the failure policy.
-function _M.degraded(self)
+-- degraded is the decision of the failure policy; bad_state marks one
+-- taken because the check's keys hold data that is not sluice's.
+function _M.degraded(self, bad_state)
   if self.policy == "closed" then
     return { allowed = false, shadowed = false, source = "fail-closed", hits = {},
-      retry_after = _M.FAIL_CLOSED_RETRY_AFTER }
+      retry_after = _M.FAIL_CLOSED_RETRY_AFTER, bad_state = bad_state }
   end
-  return { allowed = true, shadowed = false, source = "fail-open", hits = {}, retry_after = 0 }
+  return { allowed = true, shadowed = false, source = "fail-open", hits = {}, retry_after = 0, bad_state = bad_state }
 end
 
--- Breaker, in the shared dict: "f" consecutive failures, "u" open until
--- (s), "b" the current back-off (s), "p" a probe under way.
+-- log_line writes a log line of the module; in a request it does so from
+-- a timer, out of the request's context: nginx adds the request line
+-- (with its query, which may hold the key) to every line logged in one.
+local function write_line(premature, level, msg)
+  ngx.log(level, msg)
+end
 
--- admit reports whether a store call may be made now, and whether it is
--- the probe.
-local function admit(self)
+local function log_line(level, ...)
+  local parts = { ... }
+  for i = 1, select("#", ...) do parts[i] = tostring(parts[i]) end
+  local msg = concat(parts)
+  if ngx.get_phase() == "timer" or not ngx.timer.at(0, write_line, level, msg) then
+    ngx.log(level, msg)
+  end
+end
+_M.log_line = log_line
+
+-- Breaker, in the shared dict: "f" consecutive failures, "u" open until
+-- (s), "b" the current back-off (s), "p" a probe under way. Outside a
+-- Cluster there is one breaker per limiter; in a Cluster one per node
+-- (the master that owns the check's first hash slot in the worker's slot
+-- map), so that a failing master's keys are decided by the policy while
+-- every other master's are still decided by Redis. A scope holds one
+-- breaker's dict keys and, for a node, its address (for the log).
+
+-- scope returns the breaker scope of node (an address; nil: the limiter's).
+local function scope(self, node)
+  if not node then return self.global end
+  local sc = self.scopes[node]
+  if not sc then
+    local ns = self.ns .. "node|" .. node .. "|"
+    sc = { f = ns .. "f", u = ns .. "u", b = ns .. "b", p = ns .. "p", node = node }
+    self.scopes[node] = sc
+  end
+  return sc
+end
+
+-- admit reports whether a store call may be made now in scope sc, and
+-- whether it is the probe.
+local function admit(self, sc)
   local b = self.breaker
   if not b then return true end
-  local untl = b:get(self.k_until)
+  local untl = b:get(sc.u)
   if not untl then return true end
   ngx.update_time()
   if ngx.now() < untl then return false end
   -- One probe for every worker: add fails while another is under way.
-  local ok = b:add(self.k_probe, true, self.lim.timeout / 1000 * 4 + 1)
+  local ok = b:add(sc.p, true, self.lim.timeout / 1000 * 4 + 1)
   return ok, true
 end
 
-local function report(self, ok, probe)
+-- release ends a probe that neither succeeded nor failed (a check that
+-- failed on its keys' data: Redis answered, the breaker learns nothing),
+-- so that the next check may probe.
+local function release(self, sc, probe)
+  if probe then self.breaker:delete(sc.p) end
+end
+
+local function report(self, sc, ok, probe)
   local b = self.breaker
   if not b then return end
   if ok then
     -- "u" (open) is only ever set while "f" counts failures: one read
     -- tells a success that there is nothing to close.
-    if b:get(self.k_fail) or probe then
-      b:delete(self.k_fail)
-      b:delete(self.k_until)
-      b:delete(self.k_back)
-      b:delete(self.k_probe)
-      ngx.log(ngx.NOTICE, "sluice: breaker closed: Redis answers again")
+    if b:get(sc.f) or probe then
+      b:delete(sc.f)
+      b:delete(sc.u)
+      b:delete(sc.b)
+      b:delete(sc.p)
+      log_line(ngx.NOTICE, "sluice: breaker closed", sc.node and (" for Cluster node " .. sc.node) or "",
+        ": Redis answers again")
     end
     return
   end
-  local f = b:incr(self.k_fail, 1, 0)
-  if probe or (f and f >= self.failures and not b:get(self.k_until)) then
-    local back = b:get(self.k_back)
+  local f = b:incr(sc.f, 1, 0)
+  if probe or (f and f >= self.failures and not b:get(sc.u)) then
+    local back = b:get(sc.b)
     back = back and min(back * 2, self.max_backoff) or self.backoff
-    b:set(self.k_back, back)
+    b:set(sc.b, back)
     ngx.update_time()
-    b:set(self.k_until, ngx.now() + back * (1 - random() / 4))
-    b:delete(self.k_probe)
-    ngx.log(ngx.WARN, "sluice: breaker open for ", back, " s after ", f, " failed Redis calls")
+    b:set(sc.u, ngx.now() + back * (1 - random() / 4))
+    b:delete(sc.p)
+    log_line(ngx.WARN, "sluice: breaker open", sc.node and (" for Cluster node " .. sc.node) or "",
+      " for ", back, " s after ", f, " failed Redis calls")
   end
 end
 
@@ -317,9 +367,34 @@ local function log_degraded(self, err)
     suppressed = suppressed + 1
     return
   end
-  ngx.log(ngx.WARN, err, "; decided by the ", self.policy, " failure policy (",
+  log_line(ngx.WARN, err, "; decided by the ", self.policy, " failure policy (",
     suppressed, " more such decisions since the last line)")
   last_log, suppressed = now, 0
+end
+
+-- Checks that failed on their keys' data (bad state) have their own log
+-- line, at most one per LOG_INTERVAL per worker, counting the ones in
+-- between; it names the check's first hit by its zone and the digest of
+-- its key (internal/keyname's), never the key.
+local last_bad_log, bad_suppressed = 0, 0
+
+-- key_digest is keyname.Of: "sha256:" and 16 hex digits.
+local function key_digest(key)
+  return "sha256:" .. keys.sha256_hex(key):sub(1, 16)
+end
+
+local function log_bad_state(self, c)
+  self.bad_states = self.bad_states + 1
+  local now = ngx.now()
+  if now - last_bad_log < _M.LOG_INTERVAL then
+    bad_suppressed = bad_suppressed + 1
+    return
+  end
+  local h = c.hits[1]
+  log_line(ngx.WARN, "sluice: a check failed on the stored state of its keys; the data under them is not sluice's; ",
+    "decided by the ", self.policy, " failure policy, not counted by the breaker (zone ", format("%q", h.zone or ""),
+    ", key ", key_digest(h.key), "; ", bad_suppressed, " more such checks since the last line)")
+  last_bad_log, bad_suppressed = now, 0
 end
 
 -- decide decides c: from the deny cache, else from Redis unless the
@@ -352,7 +427,9 @@ end
 -- the policy; with a deny cache key id, a store denial is kept in the
 -- deny cache.
 function _M.guarded(self, c, now, id)
-  local ok, probe = admit(self)
+  local sc = self.global
+  if self.lim.cluster then sc = scope(self, self.lim:node_of(c)) end
+  local ok, probe = admit(self, sc)
   if not ok then return self:degraded() end
   local sent, epoch, d, err
   if id then
@@ -361,11 +438,18 @@ function _M.guarded(self, c, now, id)
   d, err = self.lim:check(c, now, true)
   if not d then
     if err:sub(1, #limits.INVALID) == limits.INVALID then return nil, err end
-    report(self, false, probe)
+    if err:sub(1, #limits.BAD_STATE) == limits.BAD_STATE then
+      -- Redis answered: this check fails alone, by the policy, and the
+      -- breaker neither opens nor closes for it (edge.Guard's ErrBadState).
+      release(self, sc, probe)
+      log_bad_state(self, c)
+      return self:degraded(true)
+    end
+    report(self, sc, false, probe)
     log_degraded(self, err)
     return self:degraded()
   end
-  report(self, true, probe)
+  report(self, sc, true, probe)
   if id and not d.allowed then store_denial(self, id, c, d, sent, epoch) end
   return d
 end

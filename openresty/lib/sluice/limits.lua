@@ -16,6 +16,10 @@ _M.DEFAULT_BUCKETS = 10
 
 local INVALID = "sluice: invalid input: "
 _M.INVALID = INVALID
+-- BAD_STATE starts the error of a check that failed on what one of its
+-- keys holds in Redis (data that is not sluice's under the prefix):
+-- sluice.ErrBadState. Redis answered; the check fails alone.
+_M.BAD_STATE = "sluice: bad stored state: "
 
 -- CODE is each algorithm's one-letter code in the scripts' ARGV.
 local CODE = { ["sliding-window"] = "w", buckets = "b", log = "l", decay = "d", gcra = "g" }
@@ -130,37 +134,42 @@ function _M.new(t)
   return l
 end
 
--- validate returns nil when l can be used, else the error (Limit.Validate).
--- It fills l.code and l.bucket.
--- bad is validate's error about l. (Not a closure: validate runs for
--- every check, and LuaJIT does not compile the creation of one.)
-local function bad(l, why)
-  local spec = type(l.rate) == "number" and type(l.window) == "number" and _M.spec(l) or "?"
-  return INVALID .. format("limit %q: %s", spec, why)
-end
-
-function _M.validate(l)
+-- problem returns why l cannot be used, without the "limit ...:" prefix,
+-- or nil; it fills l.code and l.bucket. (A plain function, no closure:
+-- validate runs for every check, and LuaJIT does not compile the creation
+-- of one.)
+local function problem(l)
   local rate, w = l.rate, l.window
-  if type(rate) ~= "number" or rate <= 0 or rate ~= floor(rate) then return bad(l, "rate must be a positive integer") end
-  if rate > _M.MAX_RATE then return bad(l, format("rate must be <= %d (sluice.MaxRate)", _M.MAX_RATE)) end
-  if type(w) ~= "number" or w <= 0 then return bad(l, "window must be > 0") end
-  if w > _M.MAX_WINDOW then return bad(l, "window must be <= 36500 days (sluice.MaxWindow)") end
-  if w ~= floor(w) then return bad(l, "window must be a whole number of microseconds") end
+  if type(rate) ~= "number" or rate <= 0 or rate ~= floor(rate) then return "rate must be a positive integer" end
+  if rate > _M.MAX_RATE then return format("rate must be <= %d (sluice.MaxRate)", _M.MAX_RATE) end
+  if type(w) ~= "number" or w <= 0 then return "window must be > 0" end
+  if w > _M.MAX_WINDOW then return "window must be <= 36500 days (sluice.MaxWindow)" end
+  if w ~= floor(w) then return "window must be a whole number of microseconds" end
   local code = CODE[l.algorithm]
-  if not code then return bad(l, format("unknown algorithm %q", tostring(l.algorithm))) end
+  if not code then return format("unknown algorithm %q", tostring(l.algorithm)) end
   if code == "l" and rate > _M.MAX_LOG_RATE then
-    return bad(l, format("a log limit's rate must be <= %d (use an estimating algorithm for higher rates)", _M.MAX_LOG_RATE))
+    return format("a log limit's rate must be <= %d (use an estimating algorithm for higher rates)", _M.MAX_LOG_RATE)
   end
   l.code, l.bucket = code, w
   if code ~= "b" then return nil end
   local r = l.resolution or 0
   if r == 0 then r = floor(w * 1000 / _M.DEFAULT_BUCKETS) / 1000 end -- Window/10 in ns, then µs
-  if r < 0 then return bad(l, "resolution must be >= 0") end
-  if r < 1 or r ~= floor(r) then return bad(l, "resolution must be a whole number of microseconds") end
-  if w % r ~= 0 then return bad(l, "resolution does not divide the window") end
-  if w / r > _M.MAX_BUCKETS then return bad(l, format("resolution makes %d buckets per window, more than %d", w / r, _M.MAX_BUCKETS)) end
+  if r < 0 then return "resolution must be >= 0" end
+  if r < 1 or r ~= floor(r) then return "resolution must be a whole number of microseconds" end
+  if w % r ~= 0 then return "resolution does not divide the window" end
+  if w / r > _M.MAX_BUCKETS then return format("resolution makes %d buckets per window, more than %d", w / r, _M.MAX_BUCKETS) end
   l.bucket = r
   return nil
+end
+
+-- validate returns nil when l can be used, else the error (Limit.Validate),
+-- which names the limit once: sluice: invalid input: limit "10r/s": why.
+-- It fills l.code and l.bucket.
+function _M.validate(l)
+  local why = problem(l)
+  if not why then return nil end
+  local spec = type(l.rate) == "number" and type(l.window) == "number" and _M.spec(l) or "?"
+  return INVALID .. format("limit %q: %s", spec, why)
 end
 
 -- parse_limit parses one spec string, "<rate>r/<period>" (sluice.ParseLimit).
@@ -177,8 +186,8 @@ function _M.parse_limit(s)
   local w, err = parse_period(period)
   if not w then return bad(err) end
   local l = { rate = rate, window = w, algorithm = "sliding-window", resolution = 0, shadow = false }
-  err = _M.validate(l)
-  if err then return bad(err:sub(#INVALID + 1)) end
+  local why = problem(l)
+  if why then return bad(why) end
   return l
 end
 

@@ -384,6 +384,13 @@ local function node(self, slot)
   return addr
 end
 
+-- owner returns the address of slot's master in this worker's slot map,
+-- without I/O; nil when the map does not know it (or outside a Cluster).
+function _M.owner(self, slot)
+  local map = self.cluster and slot_maps[self.name]
+  return map and map.slots[slot]
+end
+
 -- sentinel_master asks the Sentinels, the one that answered last first,
 -- for the master's address and keeps it. With every Sentinel down or
 -- silent it keeps the address it had, if any.
