@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/top"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Defaults of Options.
@@ -44,6 +45,9 @@ type Options struct {
 	// Overrides are the flag and environment settings applied on top of
 	// every reloaded file, as they were on the first. Default nil.
 	Overrides *config.Overrides
+	// Tracer, when set, traces the decisions (trace.go). Default nil:
+	// tracing off.
+	Tracer *tracing.Tracer
 	// Store is the store to check with. Default: OpenStore of the
 	// configuration's store section. The server closes it on shutdown.
 	Store *Store
@@ -127,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 			return nil, err
 		}
 	}
-	b, err := newBackend(store, cfg.Store, s.metrics, s.log)
+	b, err := newBackend(s.traceStore(store), cfg.Store, s.metrics, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +237,7 @@ type Addr struct {
 func (s *Server) httpServer(cfg config.Listener) *http.Server {
 	var h http.Handler
 	if cfg.Serve == config.ProxyRole {
-		h = s.proxyHandler()
+		h = s.traced("proxy", s.proxyHandler())
 	} else {
 		h = s.apiHandler(cfg.Serve)
 	}
