@@ -108,8 +108,14 @@ var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
 // object strictly.
 func render(t *testing.T, valuesFiles ...string) *rendered {
 	t.Helper()
+	return renderAs(t, "rel", "edge", valuesFiles...)
+}
+
+// renderAs renders the chart as release in namespace.
+func renderAs(t *testing.T, release, namespace string, valuesFiles ...string) *rendered {
+	t.Helper()
 	helm := tool(t, "helm")
-	args := []string{"template", "rel", chartDir, "--namespace", "edge", "--kube-version", kubeVersion}
+	args := []string{"template", release, chartDir, "--namespace", namespace, "--kube-version", kubeVersion}
 	for _, f := range valuesFiles {
 		args = append(args, "-f", f)
 	}
@@ -173,7 +179,7 @@ func TestChartDefaults(t *testing.T) {
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
 		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", pdb.Spec.MaxUnavailable)
 	}
-	checkConfig(t, r)
+	checkConfig(t, r, "rel-sluice")
 }
 
 func TestChartAllOn(t *testing.T) {
@@ -200,7 +206,7 @@ func TestChartAllOn(t *testing.T) {
 	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[1].Ports[0].Port.String() != "admin" || len(np.Spec.Ingress[1].From) == 0 {
 		t.Errorf("NetworkPolicy ingress %+v: want the admin port open to adminFrom only", np.Spec.Ingress)
 	}
-	checkConfig(t, r)
+	checkConfig(t, r, "rel-sluice")
 }
 
 // checkPod checks the pod template: probes, graceful shutdown, security.
@@ -301,11 +307,11 @@ func selects(selector, labels map[string]string) bool {
 // sluice.yaml, with the rule files of the rls ConfigMap in a directory
 // of their own and the Secret's values in the environment, as the pod
 // gets them.
-func checkConfig(t *testing.T, r *rendered) {
+func checkConfig(t *testing.T, r *rendered, fullname string) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := r.get(t, "ConfigMap", "rel-sluice").(*corev1.ConfigMap).Data["sluice.yaml"]
-	if rls, ok := r.objects["ConfigMap/rel-sluice-rls"].(*corev1.ConfigMap); ok {
+	cfg := r.get(t, "ConfigMap", fullname).(*corev1.ConfigMap).Data["sluice.yaml"]
+	if rls, ok := r.objects["ConfigMap/"+fullname+"-rls"].(*corev1.ConfigMap); ok {
 		rulesDir := filepath.Join(dir, "rls")
 		if err := os.Mkdir(rulesDir, 0o755); err != nil {
 			t.Fatal(err)
@@ -324,7 +330,7 @@ func checkConfig(t *testing.T, r *rendered) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	secret := r.get(t, "Secret", "rel-sluice").(*corev1.Secret)
+	secret := r.get(t, "Secret", fullname).(*corev1.Secret)
 	cmd := exec.Command(sluiceBin, "serve", "--check-config", "--config", path)
 	cmd.Env = append(os.Environ(), "SLUICE_STORE_URL="+secret.StringData["store-url"], "SLUICE_ADMIN_TOKEN="+secret.StringData["admin-token"])
 	var out bytes.Buffer

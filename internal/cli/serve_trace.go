@@ -25,7 +25,7 @@ func startTracing(ctx context.Context, env Env, log *slog.Logger) (*tracing.Trac
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		version = bi.Main.Version
 	}
-	t, err := tracing.New(ctx, version)
+	t, err := tracing.New(ctx, version, env.Getenv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,7 +41,11 @@ func startTracing(ctx context.Context, env Env, log *slog.Logger) (*tracing.Trac
 
 // checkTracing validates the tracing environment for --check-config.
 func checkTracing(env Env) error {
-	if _, err := tracing.Enabled(env.Getenv); err != nil {
+	on, err := tracing.Enabled(env.Getenv)
+	if err == nil && on {
+		err = tracing.CheckSampler(env.Getenv)
+	}
+	if err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
 	return nil

@@ -142,10 +142,17 @@ proxy:
 // traceparent.
 func TestServeTracing(t *testing.T) {
 	rcv, addr := startReceiver(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
-	t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "0")
-	t.Setenv("OTEL_SERVICE_NAME", "sluice-under-test")
+	// The exporter and the resource read the process environment; the
+	// sampler is read through Env, as the switch.
+	vars := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr,
+		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":     "0",
+		"OTEL_SERVICE_NAME":           "sluice-under-test",
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream\n") }))
 	defer upstream.Close()
 	rules := writeRuleDir(t, map[string]string{"rl.yaml": "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"})
@@ -153,7 +160,7 @@ func TestServeTracing(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(traceConfig, rules, upstream.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, stop := serveInProcess(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + addr}, "-config", cfgPath)
+	stdout, stderr, stop := serveInProcess(t, vars, "-config", cfgPath)
 	api := waitFor(t, stdout, stderr, apiBannerRE)[1]
 	proxy := waitFor(t, stdout, stderr, proxyBannerRE)[1]
 	grpcAddr := waitFor(t, stdout, stderr, grpcBannerRE)[1]

@@ -22,13 +22,33 @@ import (
 
 // HTTP returns h inside a server span named "METHOD route" per request,
 // continuing the request's traceparent. route names the endpoint, such as
-// "/v1/check" or "proxy"; the request's own path is not recorded.
+// "/v1/check" or "proxy"; the request's own path is not recorded. A
+// request the sampler drops costs the sampler's decision and nothing
+// more: h gets the request as it came.
 func (t *Tracer) HTTP(route string, h http.Handler) http.Handler {
+	names := map[string]string{}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		names[m] = m + " " + route
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := t.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+		name, ok := names[r.Method]
+		if !ok {
+			name = "HTTP " + route // a method of the client's own: not a name of its choosing
+		}
+		ctx := r.Context()
+		if _, ok := r.Header["Traceparent"]; ok {
+			ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		} else if !t.sampling.sampleRoot() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx, span := t.tracer.Start(ctx, name, t.serverSpan...)
+		if !span.IsRecording() {
+			h.ServeHTTP(w, r)
+			return
+		}
 		defer span.End()
+		span.SetAttributes(attribute.String("http.request.method", methodOf(r.Method, ok)), attribute.String("http.route", route))
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r.WithContext(ctx))
 		span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
@@ -36,6 +56,15 @@ func (t *Tracer) HTTP(route string, h http.Handler) http.Handler {
 			span.SetStatus(codes.Error, http.StatusText(rec.status))
 		}
 	})
+}
+
+// methodOf is the method as recorded: a standard one as sent, any other
+// as "_OTHER", as OpenTelemetry's HTTP conventions ask.
+func methodOf(method string, known bool) string {
+	if known {
+		return method
+	}
+	return "_OTHER"
 }
 
 // statusRecorder remembers the status a handler answers with.
@@ -73,13 +102,18 @@ func (t *Tracer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if info.FullMethod != shouldRateLimit {
 			return handler(ctx, req)
 		}
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("traceparent")) > 0 {
 			ctx = t.prop.Extract(ctx, mdCarrier(md))
+		} else if !t.sampling.sampleRoot() {
+			return handler(ctx, req)
 		}
 		service, method, _ := strings.Cut(strings.TrimPrefix(info.FullMethod, "/"), "/")
-		ctx, span := t.tracer.Start(ctx, service+"/"+method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+		ctx, span := t.tracer.Start(ctx, service+"/"+method, t.serverSpan...)
 		defer span.End()
+		if !span.IsRecording() {
+			return handler(ctx, req)
+		}
+		span.SetAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.service", service), attribute.String("rpc.method", method))
 		if r, ok := req.(*pb.RateLimitRequest); ok {
 			span.SetAttributes(attribute.String("sluice.domain", r.GetDomain()))
 		}

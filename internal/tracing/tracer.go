@@ -53,17 +53,28 @@ type Tracer struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
+	// serverSpan are the options of every span: made once, as an
+	// option's interface value and the slice of them cost an allocation
+	// each per request.
+	serverSpan []trace.SpanStartOption
+	sampling   sampling
 }
 
 // New returns a Tracer exporting over OTLP gRPC. The exporter, the
 // sampler, the batch processor and the resource read the standard OTEL_*
 // environment variables themselves (endpoint, headers, TLS certificates,
-// compression, timeout; OTEL_TRACES_SAMPLER and its argument, default
-// parentbased_always_on; OTEL_SERVICE_NAME, default "sluice";
-// OTEL_RESOURCE_ATTRIBUTES). version is the service.version. New does not
+// compression, timeout; OTEL_SERVICE_NAME, default "sluice";
+// OTEL_RESOURCE_ATTRIBUTES; OTEL_BSP_*). The sampler is read from getenv:
+// OTEL_TRACES_SAMPLER (always_on, always_off, traceidratio and their
+// parentbased_ forms; default parentbased_always_on) and
+// OTEL_TRACES_SAMPLER_ARG. version is the service.version. New does not
 // wait for the collector: spans are sent in the background and dropped
 // while it cannot be reached.
-func New(ctx context.Context, version string) (*Tracer, error) {
+func New(ctx context.Context, version string, getenv func(string) string) (*Tracer, error) {
+	smp, err := samplingFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
 	exp, err := otlptracegrpc.New(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
@@ -75,11 +86,13 @@ func New(ctx context.Context, version string) (*Tracer, error) {
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(smp.sampler))
 	return &Tracer{
-		provider: tp,
-		tracer:   tp.Tracer("github.com/sluicehq/sluice/internal/tracing"),
-		prop:     propagation.TraceContext{},
+		provider:   tp,
+		tracer:     tp.Tracer("github.com/sluicehq/sluice/internal/tracing"),
+		prop:       propagation.TraceContext{},
+		sampling:   smp,
+		serverSpan: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)},
 	}, nil
 }
 

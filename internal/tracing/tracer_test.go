@@ -45,3 +45,30 @@ func errorClassOf(msg string) string { return errorClass(errString(msg)) }
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestSamplingFromEnv(t *testing.T) {
+	tests := []struct {
+		sampler, arg string
+		root         float64
+		wantErr      bool
+	}{
+		{"", "", 1, false},
+		{"parentbased_always_on", "", 1, false},
+		{"parentbased_always_off", "", 0, false},
+		{"always_off", "", 0, false},
+		{"always_on", "", 1, false},
+		{"parentbased_traceidratio", "0.01", 0.01, false},
+		{"traceidratio", "0.25", 0.25, false},
+		{"traceidratio", "", 1, false},
+		{"traceidratio", "1.5", 0, true},
+		{"traceidratio", "x", 0, true},
+		{"jaeger_remote", "", 0, true},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"OTEL_TRACES_SAMPLER": tt.sampler, "OTEL_TRACES_SAMPLER_ARG": tt.arg}
+		s, err := samplingFromEnv(func(k string) string { return env[k] })
+		if (err != nil) != tt.wantErr || err == nil && s.root != tt.root {
+			t.Errorf("%s=%q: root %v, error %v; want root %v, error %v", tt.sampler, tt.arg, s.root, err, tt.root, tt.wantErr)
+		}
+	}
+}
