@@ -104,3 +104,12 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ForceFlush sends the spans buffered so far, waiting at most until ctx
+// ends.
+func (t *Tracer) ForceFlush(ctx context.Context) error {
+	if err := t.provider.ForceFlush(ctx); err != nil {
+		return fmt.Errorf("tracing: flush: %w", err)
+	}
+	return nil
+}
