@@ -25,7 +25,7 @@ const (
 	chartDir    = "charts/sluice"
 	allOnValues = "charts/sluice/ci/all-on-values.yaml"
 	// kubeVersion is the cluster version helm template assumes: the
-	// chart's kubeVersion needs 1.30 (the preStop sleep action).
+	// chart needs 1.30 (the preStop sleep action).
 	kubeVersion = "1.33.0"
 )
 
