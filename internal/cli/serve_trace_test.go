@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,100 +11,19 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 )
 
 var proxyBannerRE = regexp.MustCompile(`sluice: serving proxy on (http://\S+)`)
-
-// otlpReceiver is an OTLP gRPC trace collector: it keeps every span it
-// is sent, with its resource's attributes.
-type otlpReceiver struct {
-	collectorpb.UnimplementedTraceServiceServer
-	mu    sync.Mutex
-	spans []*tracepb.Span
-	res   []*commonpb.KeyValue
-}
-
-func (o *otlpReceiver) Export(ctx context.Context, req *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, rs := range req.ResourceSpans {
-		o.res = rs.GetResource().GetAttributes()
-		for _, ss := range rs.ScopeSpans {
-			o.spans = append(o.spans, ss.Spans...)
-		}
-	}
-	return &collectorpb.ExportTraceServiceResponse{}, nil
-}
-
-// startReceiver serves an otlpReceiver on a free port until the test ends.
-func startReceiver(t *testing.T) (*otlpReceiver, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rcv := &otlpReceiver{}
-	srv := grpc.NewServer()
-	collectorpb.RegisterTraceServiceServer(srv, rcv)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return rcv, ln.Addr().String()
-}
-
-// traceparent is a W3C traceparent of a sampled span, made from n so
-// that each request of the test has its own trace and parent ids.
-func traceparent(n int) (header string, traceID, spanID []byte) {
-	traceID = []byte(fmt.Sprintf("%016x%016x", 0x5100_0000+n, n))
-	spanID = []byte(fmt.Sprintf("%016x", 0xab00+n))
-	return fmt.Sprintf("00-%s-%s-01", traceID, spanID), hexBytes(string(traceID)), hexBytes(string(spanID))
-}
-
-func hexBytes(s string) []byte {
-	b := make([]byte, len(s)/2)
-	for i := range b {
-		fmt.Sscanf(s[2*i:2*i+2], "%02x", &b[i])
-	}
-	return b
-}
-
-func attrs(s *tracepb.Span) map[string]string {
-	m := map[string]string{}
-	for _, kv := range s.Attributes {
-		m[kv.Key] = anyValue(kv.Value)
-	}
-	return m
-}
-
-func anyValue(v *commonpb.AnyValue) string {
-	switch x := v.Value.(type) {
-	case *commonpb.AnyValue_StringValue:
-		return x.StringValue
-	case *commonpb.AnyValue_IntValue:
-		return fmt.Sprint(x.IntValue)
-	case *commonpb.AnyValue_BoolValue:
-		return fmt.Sprint(x.BoolValue)
-	case *commonpb.AnyValue_DoubleValue:
-		return fmt.Sprint(x.DoubleValue)
-	case *commonpb.AnyValue_ArrayValue:
-		parts := make([]string, len(x.ArrayValue.Values))
-		for i, e := range x.ArrayValue.Values {
-			parts[i] = anyValue(e)
-		}
-		return "[" + strings.Join(parts, " ") + "]"
-	}
-	return fmt.Sprint(v)
-}
 
 const traceConfig = `
 listeners:
@@ -141,7 +59,8 @@ proxy:
 // sampler (parent-based, ratio 0) drops a request that comes without a
 // traceparent.
 func TestServeTracing(t *testing.T) {
-	rcv, addr := startReceiver(t)
+	rcv := otlptest.Start(t)
+	addr := rcv.Addr
 	// The exporter and the resource read the process environment; the
 	// sampler is read through Env, as the switch.
 	vars := map[string]string{
@@ -181,7 +100,7 @@ func TestServeTracing(t *testing.T) {
 		}
 		req.Header.Set("X-User", user)
 		if w.name != "" {
-			tp, _, _ := traceparent(len(wants))
+			tp, _, _ := otlptest.Traceparent(len(wants))
 			req.Header.Set("Traceparent", tp)
 			wants = append(wants, w)
 		}
@@ -218,7 +137,7 @@ func TestServeTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	tp, _, _ := traceparent(len(wants))
+	tp, _, _ := otlptest.Traceparent(len(wants))
 	wants = append(wants, want{"envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", map[string]string{
 		"sluice.domain": "rl", "sluice.decision": "allowed", "sluice.source": "store", "rpc.system": "grpc", "rpc.grpc.status_code": "0"}})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", tp)
@@ -231,26 +150,25 @@ func TestServeTracing(t *testing.T) {
 	if code := stop(); code != 0 { // flushes the spans
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)
 	}
-	rcv.mu.Lock()
-	defer rcv.mu.Unlock()
-	if len(rcv.spans) != len(wants) {
-		for _, s := range rcv.spans {
-			t.Logf("span %s trace %x %v", s.Name, s.TraceId, attrs(s))
+	spans := rcv.Spans()
+	if len(spans) != len(wants) {
+		for _, s := range spans {
+			t.Logf("span %s trace %x %v", s.Name, s.TraceId, otlptest.Attributes(s))
 		}
-		t.Fatalf("the receiver got %d spans, want %d (one per traced request)", len(rcv.spans), len(wants))
+		t.Fatalf("the receiver got %d spans, want %d (one per traced request)", len(spans), len(wants))
 	}
 	for i, w := range wants {
-		_, traceID, parentID := traceparent(i)
-		j := slices.IndexFunc(rcv.spans, func(s *tracepb.Span) bool { return string(s.TraceId) == string(traceID) })
+		_, traceID, parentID := otlptest.Traceparent(i)
+		j := slices.IndexFunc(spans, func(s *tracepb.Span) bool { return string(s.TraceId) == string(traceID) })
 		if j < 0 {
 			t.Errorf("request %d (%s): no span in its trace", i, w.name)
 			continue
 		}
-		s := rcv.spans[j]
+		s := spans[j]
 		if string(s.ParentSpanId) != string(parentID) || s.Kind != tracepb.Span_SPAN_KIND_SERVER || s.Name != w.name {
 			t.Errorf("request %d: span %q kind %v parent %x, want %q, a server span, parent %x", i, s.Name, s.Kind, s.ParentSpanId, w.name, parentID)
 		}
-		got := attrs(s)
+		got := otlptest.Attributes(s)
 		for k, v := range w.attrs {
 			if got[k] != v {
 				t.Errorf("request %d (%s): %s = %q, want %q; attributes %v", i, w.name, k, got[k], v, got)
@@ -265,11 +183,7 @@ func TestServeTracing(t *testing.T) {
 			}
 		}
 	}
-	res := map[string]string{}
-	for _, kv := range rcv.res {
-		res[kv.Key] = anyValue(kv.Value)
-	}
-	if res["service.name"] != "sluice-under-test" {
+	if res := rcv.Resource(); res["service.name"] != "sluice-under-test" {
 		t.Errorf("resource service.name %q, want OTEL_SERVICE_NAME's", res["service.name"])
 	}
 }
