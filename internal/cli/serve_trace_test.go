@@ -72,7 +72,14 @@ func TestServeTracing(t *testing.T) {
 	for k, v := range vars {
 		t.Setenv(k, v)
 	}
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream\n") }))
+	upstreamParent := make(chan string, 1) // the traceparent the proxy sends upstream
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case upstreamParent <- r.Header.Get("Traceparent"):
+		default:
+		}
+		io.WriteString(w, "upstream\n")
+	}))
 	defer upstream.Close()
 	rules := writeRuleDir(t, map[string]string{"rl.yaml": "domain: rl\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"})
 	cfgPath := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -176,6 +183,12 @@ func TestServeTracing(t *testing.T) {
 		}
 		if w.attrs["sluice.source"] == "store" && got["sluice.store.duration"] == "" {
 			t.Errorf("request %d (%s): no sluice.store.duration; attributes %v", i, w.name, got)
+		}
+		if w.name == "GET proxy" {
+			// The upstream's parent is sluice's span, in the same trace.
+			if up, want := <-upstreamParent, fmt.Sprintf("00-%x-%x-01", traceID, s.SpanId); up != want {
+				t.Errorf("the upstream got traceparent %q, want %q", up, want)
+			}
 		}
 		for k, v := range got {
 			if strings.Contains(v, "secret") {

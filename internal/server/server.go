@@ -237,7 +237,7 @@ type Addr struct {
 func (s *Server) httpServer(cfg config.Listener) *http.Server {
 	var h http.Handler
 	if cfg.Serve == config.ProxyRole {
-		h = s.traced("proxy", s.proxyHandler())
+		h = s.tracedProxy(s.proxyHandler())
 	} else {
 		h = s.apiHandler(cfg.Serve)
 	}

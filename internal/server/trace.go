@@ -27,6 +27,15 @@ func (s *Server) traced(route string, h http.Handler) http.Handler {
 	return s.opts.Tracer.HTTP(route, h)
 }
 
+// tracedProxy wraps the proxy handler in a server span when tracing is
+// on; the upstream gets the span as its parent.
+func (s *Server) tracedProxy(h http.Handler) http.Handler {
+	if s.opts.Tracer == nil {
+		return h
+	}
+	return s.opts.Tracer.Proxy(h)
+}
+
 // grpcTraceOptions are the gRPC server options that trace ShouldRateLimit.
 func (s *Server) grpcTraceOptions() []grpc.ServerOption {
 	if s.opts.Tracer == nil {

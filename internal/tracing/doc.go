@@ -4,7 +4,8 @@
 //
 // A Tracer starts one server span per request of POST /v1/check, GET
 // /v1/auth, a proxied request, POST /json and Envoy's ShouldRateLimit,
-// continuing the caller's W3C traceparent. The server adds the outcome
+// continuing the caller's W3C traceparent; the proxy sends sluice's span
+// upstream as the parent of the application's. The server adds the outcome
 // to it:
 //
 //	sluice.zones            the zones checked (string list)

@@ -26,6 +26,18 @@ import (
 // request the sampler drops costs the sampler's decision and nothing
 // more: h gets the request as it came.
 func (t *Tracer) HTTP(route string, h http.Handler) http.Handler {
+	return t.http(route, h, false)
+}
+
+// Proxy is HTTP for the reverse proxy: the request goes upstream with a
+// traceparent naming sluice's span as the parent, so that the upstream's
+// span is its child. A request that is not sampled goes with the
+// traceparent it came with, if any.
+func (t *Tracer) Proxy(h http.Handler) http.Handler {
+	return t.http("proxy", h, true)
+}
+
+func (t *Tracer) http(route string, h http.Handler, forward bool) http.Handler {
 	names := map[string]string{}
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
 		names[m] = m + " " + route
@@ -49,6 +61,9 @@ func (t *Tracer) HTTP(route string, h http.Handler) http.Handler {
 		}
 		defer span.End()
 		span.SetAttributes(attribute.String("http.request.method", methodOf(r.Method, ok)), attribute.String("http.route", route))
+		if forward {
+			t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r.WithContext(ctx))
 		span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
