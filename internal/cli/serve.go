@@ -63,6 +63,10 @@ func runServe(ctx context.Context, env Env, args []string) int {
 		return 1
 	}
 	if f.checkConfig {
+		if err := checkTracing(env); err != nil {
+			fmt.Fprintf(env.Stderr, "sluice serve: invalid configuration:\n%v\n", err)
+			return 1
+		}
 		fmt.Fprintf(env.Stdout, "%s: valid: %s store, %d zone(s), %d listener(s), %d proxy rule(s)\n",
 			cmpOr(cfg.File, "default configuration"), cfg.Store.Kind, len(cfg.Zones), len(cfg.Listeners), len(cfg.Proxy.Rules))
 		for _, w := range cfg.Warnings() {
@@ -101,7 +105,13 @@ func serve(ctx context.Context, env Env, f serveFlags, cfg *config.Config) int {
 	level.Set(cfg.Log.Level)
 	log := newLogger(env.Stderr, cfg.Log.Format, level)
 	log.Info("starting", "config", cmpOr(f.configPath, "default"), "store", string(cfg.Store.Kind), "zones", len(cfg.Zones), "rules", len(cfg.Proxy.Rules))
-	srv, err := server.New(ctx, cfg, server.Options{Logger: log, LevelVar: level, ConfigPath: f.configPath, Overrides: &f.overrides})
+	tracer, stopTracing, err := startTracing(ctx, env, log)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sluice serve: %v\n", err)
+		return 1
+	}
+	defer stopTracing()
+	srv, err := server.New(ctx, cfg, server.Options{Logger: log, LevelVar: level, ConfigPath: f.configPath, Overrides: &f.overrides, Tracer: tracer})
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sluice serve: %v\n", err)
 		return 1

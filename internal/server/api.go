@@ -165,6 +165,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.observe(z.self, &b.d, err, bad)
 	s.observeTop(b.c, &b.d, err)
+	s.traceDecision(r.Context(), z.self, b, err)
 	if err != nil {
 		s.writeProblem(w, r, err)
 		return

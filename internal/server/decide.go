@@ -19,7 +19,9 @@ func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sl
 	for _, z := range zones {
 		key, err := z.key(r)
 		if err != nil {
-			return fmt.Errorf("zone %q: %w", z.cfg.Name, err)
+			err = fmt.Errorf("zone %q: %w", z.cfg.Name, err)
+			s.traceDecision(r.Context(), zones, b, err)
+			return err
 		}
 		b.c.Hits = z.hits(b.c.Hits, key)
 	}
@@ -36,6 +38,7 @@ func (s *Server) decide(r *http.Request, zones []*zone, group string, limiter sl
 	}
 	s.metrics.observe(zones, &b.d, err, bad)
 	s.observeTop(b.c, &b.d, err)
+	s.traceDecision(r.Context(), zones, b, err)
 	return err
 }
 

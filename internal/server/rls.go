@@ -47,7 +47,7 @@ func (s *Server) openRLS(cfg *config.Config) error {
 // not nil. The TLS handshake must end within the listener's
 // read_header_timeout.
 func (s *Server) grpcServer(cfg config.Listener, certs *certReloader) serving {
-	var opts []grpc.ServerOption
+	opts := s.grpcTraceOptions()
 	if certs != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.config())), grpc.ConnectionTimeout(cfg.ReadHeaderTimeout))
 	}

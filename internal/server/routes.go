@@ -22,10 +22,10 @@ import (
 // admin endpoints are answered 404 on API listeners.
 func (s *Server) apiHandler(role config.Role) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/v1/check", s.postEndpoint(role, config.EndpointCheck, s.handleCheck))
+	mux.Handle("/v1/check", s.traced("/v1/check", s.postEndpoint(role, config.EndpointCheck, s.handleCheck)))
 	mux.Handle("/v1/reset", s.postEndpoint(role, config.EndpointReset, s.handleReset))
 	if role == config.API {
-		mux.Handle("/v1/auth", http.HandlerFunc(s.handleAuth))
+		mux.Handle("/v1/auth", s.traced("/v1/auth", http.HandlerFunc(s.handleAuth)))
 	}
 	metrics := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}})
 	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +37,7 @@ func (s *Server) apiHandler(role config.Role) http.Handler {
 	mux.Handle("/healthz", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	mux.Handle("/readyz", onlyMethods(s.handleReadyz, http.MethodGet, http.MethodHead))
 	if s.rls != nil { // envoyproxy/ratelimit's endpoints; /json spends counters as /v1/check does
-		mux.Handle("/json", s.postEndpoint(role, config.EndpointCheck, s.rls.ServeJSON))
+		mux.Handle("/json", s.traced("/json", s.postEndpoint(role, config.EndpointCheck, s.rls.ServeJSON)))
 		mux.Handle("/healthcheck", onlyMethods(handleHealthz, http.MethodGet, http.MethodHead))
 	}
 	endpoints := "POST /v1/check, POST /v1/reset, GET /v1/auth, /metrics, /healthz or /readyz"

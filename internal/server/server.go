@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/top"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Defaults of Options.
@@ -46,6 +47,9 @@ type Options struct {
 	// Overrides are the flag and environment settings applied on top of
 	// every reloaded file, as they were on the first. Default nil.
 	Overrides *config.Overrides
+	// Tracer, when set, traces the decisions (trace.go). Default nil:
+	// tracing off.
+	Tracer *tracing.Tracer
 	// Store is the store to check with. Default: OpenStore of the
 	// configuration's store section. The server closes it on shutdown.
 	Store *Store
@@ -147,7 +151,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Server, error)
 		}
 	}
 	s.ready = newReadiness()
-	b, err := newBackend(store, cfg.Store, s.metrics, s.log, s.ready)
+	b, err := newBackend(s.traceStore(store), cfg.Store, s.metrics, s.log, s.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +264,7 @@ type Addr struct {
 func (s *Server) httpServer(cfg config.Listener) *http.Server {
 	var h http.Handler
 	if cfg.Serve == config.ProxyRole {
-		h = s.proxyHandler()
+		h = s.tracedProxy(s.proxyHandler())
 	} else {
 		h = s.apiHandler(cfg.Serve)
 	}

@@ -93,7 +93,7 @@ func (s *Server) forgetTop(c sluice.Check) {
 func (s *Server) rlsLimiters() func(config.FailurePolicy) sluice.Limiter {
 	lims := map[config.FailurePolicy]sluice.Limiter{}
 	for _, p := range []config.FailurePolicy{config.FailOpen, config.FailClosed, config.FailLocal} {
-		lims[p] = s.backend.limiter(p)
+		lims[p] = s.traceRLS(s.backend.limiter(p))
 		if s.top != nil {
 			lims[p] = &top.Limiter{Next: lims[p], Set: s.top, AddPrefix: rlsPrefix}
 		}
