@@ -280,7 +280,7 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 // locked, see entry.tryLock).
 func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (decided bool, weight uint16) {
 	es := atomic.LoadUint32(&e.seq)
-	if (uint64(es>>1)+hash)%sweepEvery == 0 {
+	if sampled(es, hash) {
 		return false, sweepEvery
 	}
 	// A log about to take a new chunk gets it before the lock: the
@@ -305,6 +305,14 @@ func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *
 	}
 	e.unlock()
 	return true, 0
+}
+
+// sampled reports whether the check on a state whose entry's seq reads
+// es, stored under hash, is the one in sweepEvery that recordOne sends
+// through the shard's lock: seq counts the times the entry was locked, and
+// the hash spreads the sampled checks of a shard's keys over the count.
+func sampled(es uint32, hash uint64) bool {
+	return (uint64(es>>1)+hash)%sweepEvery == 0
 }
 
 // lineHits is the capacity fillOne gives a Decision's Hits: as many
