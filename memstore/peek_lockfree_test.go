@@ -1,5 +1,3 @@
-//go:build amd64 && !race
-
 package memstore
 
 import (
@@ -14,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestDenialTakesNoLock: where peek is on (lockFree), a check denied
+// TestDenialTakesNoLock: a check denied
 // by a state over its limit is decided while another holds the shard's
 // mutex, for every algorithm; a check that must record waits for it.
 func TestDenialTakesNoLock(t *testing.T) {
