@@ -503,8 +503,8 @@ func TestIdentityIsIdent(t *testing.T) {
 // its results in cache lines no other object shares: every one at a
 // multiple of 128 bytes (the 128-byte size class), where the 48-byte class
 // of a single result would put most of them mid-line beside another's.
-// Two callers on two cores writing their results to one line moved it
-// between the cores on every check (issue 18's hot parallel column).
+// Two callers on two cores writing their results to one line would move
+// it between the cores on every check.
 func TestHitsOwnLines(t *testing.T) {
 	s := newStore(t, Options{})
 	l := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: sluice.Decay}
