@@ -290,6 +290,18 @@ func (w *words) publish(ws []uint64) {
 	}
 }
 
+// loadWindow and loadGCRA are load for the sliding window's and GCRA's
+// states, field by field.
+func (e *entry) loadWindow() algo.Window {
+	s := e.windowState()
+	return algo.Window{Index: atomic.LoadInt64(&s.Index), Cur: atomic.LoadInt64(&s.Cur), Prev: atomic.LoadInt64(&s.Prev)}
+}
+
+func (e *entry) loadGCRA() algo.GCRA {
+	s := e.gcraState()
+	return algo.GCRA{TAT: atomic.LoadInt64(&s.TAT), Frac: atomic.LoadInt64(&s.Frac)}
+}
+
 // window, gcra and decay view w as the state of that algorithm.
 func (w *words) window() *algo.Window { return (*algo.Window)(unsafe.Pointer(w)) }
 func (w *words) gcra() *algo.GCRA     { return (*algo.GCRA)(unsafe.Pointer(w)) }

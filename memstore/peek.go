@@ -47,23 +47,34 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 		return nil, seq, false
 	}
 	es := atomic.LoadUint32(&e.seq)
-	ws := e.stateWords()
-	if es&seqLocked != 0 || ws == nil || cost > 0 && (shadow || es&seqDenied == 0) {
+	if es&seqLocked != 0 || cost > 0 && (shadow || es&seqDenied == 0) {
 		return e, seq, false
 	}
-	var w words
-	w.load(ws)
-	if atomic.LoadUint32(&e.seq) != es {
-		return e, seq, false
-	}
+	// The copy, typed: a loop over stateWords costs a hot denial a
+	// tenth more instructions.
 	var r algo.Result
 	switch e.algorithm {
+	case codeWindow:
+		st := e.loadWindow()
+		if atomic.LoadUint32(&e.seq) != es {
+			return e, seq, false
+		}
+		r = st.Eval(p, now, cost)
 	case codeGCRA:
-		r = w.gcra().Eval(p, now, cost)
+		st := e.loadGCRA()
+		if atomic.LoadUint32(&e.seq) != es {
+			return e, seq, false
+		}
+		r = st.Eval(p, now, cost)
 	case codeDecay:
+		var w words
+		w.load(e.stateWords())
+		if atomic.LoadUint32(&e.seq) != es {
+			return e, seq, false
+		}
 		r = w.decay().Eval(p, now, cost)
 	default:
-		r = w.window().Eval(p, now, cost)
+		return e, seq, false
 	}
 	if cost > 0 && (r.Allowed || shadow) {
 		return e, seq, false // to be recorded: under the lock
@@ -76,15 +87,17 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 // shard.table): it loads each slot atomically and gives up after visiting
 // every slot, since slots may change under it.
 func findIn(tab *slot, mask, h uint64, k *stateKey) *entry {
-	slots := unsafe.Slice(tab, mask+1)
-	for n, i := uint64(0), h&mask; n <= mask; n, i = n+1, (i+1)&mask {
-		sh, e := slots[i].load()
+	i := h & mask
+	for range mask + 1 {
+		s := (*slot)(unsafe.Add(unsafe.Pointer(tab), i*uint64(unsafe.Sizeof(slot{})))) // i <= mask
+		e := s.entry()
 		if e == nil {
 			return nil
 		}
-		if sh == h && e.is(k) {
+		if atomic.LoadUint64(&s.hash) == h && e.is(k) {
 			return e
 		}
+		i = (i + 1) & mask
 	}
 	return nil
 }

@@ -115,9 +115,9 @@ func (s *slot) set(h uint64, e *entry) {
 	atomic.StorePointer((*unsafe.Pointer)(unsafe.Pointer(&s.e)), unsafe.Pointer(e))
 }
 
-// load reads s without the shard's lock.
-func (s *slot) load() (h uint64, e *entry) {
-	return atomic.LoadUint64(&s.hash), (*entry)(atomic.LoadPointer((*unsafe.Pointer)(unsafe.Pointer(&s.e))))
+// entry reads s's entry without the shard's lock.
+func (s *slot) entry() *entry {
+	return (*entry)(atomic.LoadPointer((*unsafe.Pointer)(unsafe.Pointer(&s.e))))
 }
 
 // init sets up an empty table holding at most max entries, or
