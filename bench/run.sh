@@ -46,7 +46,7 @@ echo "uptime after: $(uptime)" | tee -a "$out/machine-$what.txt"
 
 ratios=
 if [ "$what" = memory ]; then
-  # The ratios README.md's memory section reports, round by round.
+  # The ratios docs/bench.md's memory section reports, round by round.
   ratios=sluice-sliding-window/go-limiter,sluice-sliding-window/x-time-rate,sluice-gcra/go-limiter,sluice-gcra/x-time-rate,sluice-buckets/sluice-sliding-window,sluice-log/sluice-sliding-window,sluice-decay/sluice-sliding-window
 fi
 go run ./cmd/benchtable -metrics 'ns/op,cpu-ns/op,allocs/op,B/op,decisions/s,p50-µs,p99-µs,redis-cpu-µs/op,errors,warmup-errors,B/key,redis-keys/key' \

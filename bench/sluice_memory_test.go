@@ -28,10 +28,9 @@ func sluiceMemoryContenders() []contenderSpec {
 // sluiceContender checks one hit of cost 1 on l per call. Each caller
 // reuses its own hit slice and Decision, as a server handler would, in
 // cache lines of their own: both are written on every check, and two
-// callers' (96- and 48-byte objects, allocated in turn) shared lines,
-// which moved between the cores on every check of either and added 10 to
-// 50 CPU ns to whichever contender the allocator happened to lay out so:
-// the callers' cost, not the limiter's.
+// callers' objects (96 and 48 bytes, allocated in turn) sharing a line
+// would move it between the cores on every check of either, charging
+// the callers' cost to whichever contender the allocator laid out so.
 // The other contenders' callers write no memory of their own.
 func sluiceContender(name string, l sluice.Limiter, lim sluice.Limit) contender {
 	return contender{name: name, caller: func() decideFunc {

@@ -124,7 +124,8 @@ func warmStore(b *testing.B, keys []string, limits ...sluice.Limit) *Store {
 // BenchmarkCheckHot measures the deny path: 10 keys far over a limit of
 // 100 per minute (the bench module's hot workload), every algorithm, from
 // one goroutine and from GOMAXPROCS goroutines walking the same keys one
-// apart. Where peek is on, these checks take no lock.
+// apart. Peek decides the sliding-window, GCRA and decay checks without
+// a lock; the log's and the buckets' take the state's own lock.
 //
 //	go test -run '^$' -bench BenchmarkCheckHot -benchtime 1s ./memstore
 func BenchmarkCheckHot(b *testing.B) {

@@ -16,7 +16,7 @@ import (
 // docs/memstore.md states (MaxKeys × maxStateBytes for the whole store).
 const maxStateBytes = 256
 
-// TestMemoryBoundLongKeys performs the attack of issue 10: thousands of
+// TestMemoryBoundLongKeys performs the long-key attack: thousands of
 // allowed checks, each on a new key of nearly sluice.MaxKeyLen bytes. The
 // heap the store holds afterwards stays under MaxKeys × maxStateBytes: a
 // key's length costs nothing once the check is over.

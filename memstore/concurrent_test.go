@@ -52,7 +52,7 @@ func TestConcurrentChecksExact(t *testing.T) {
 }
 
 // TestConcurrentRecordsExact: checks that record on stored states (under
-// the states' own locks where lockFree is on, see recordOne), two-hit
+// the states' own locks, see recordOne), two-hit
 // checks on the same states (under the shard's lock and both states'),
 // and a goroutine inserting and resetting other keys of the same shard
 // (growing, shifting and rebuilding its table) run at once: on a clock

@@ -17,27 +17,29 @@
 // check touches on one cache line of its own.
 //
 // A single-hit check that records nothing (a denial that is not shadow,
-// or a cost of 0) is decided without the lock on amd64: it reads the
-// shard's table and the state's entry as a sequence lock's reader (a
-// counter beside the table and one in each entry, odd while the lock's
-// holder changes them) and evaluates a copy of the state; if anything it
-// read changed meanwhile, or the state would allow a recording check, it
-// takes the lock as any other check. Its decision is the one the locked
-// path would make at the instant of its reads (TestPeekIsLocked), so a
-// check stays atomic with respect to every other; a hot key far over its
-// limit is denied with no write to shared memory. Builds with the race
-// detector, which cannot see a sequence lock, and other architectures,
-// whose memory orders are weaker than amd64's, always take the lock.
+// or a cost of 0) on a sliding-window, GCRA or decay state is decided
+// without any lock: it reads the shard's table and the state's entry as a
+// sequence lock's reader (a counter beside the table and one in each
+// entry, changed by every holder of the lock) and evaluates a copy of the
+// state; if anything it read changed meanwhile, or the state would allow a
+// recording check, it goes on as any other check. Its decision is the one
+// the locked path would make at the instant of its reads
+// (TestPeekIsLocked, TestLockFreeMatchesLocked), so a check stays atomic
+// with respect to every other; a hot key far over its limit is denied
+// with no write to shared memory. Every word read without a lock is
+// loaded, and written, with sync/atomic: the sequence locks hold under
+// Go's memory model on every architecture, and the race detector sees
+// these paths as they run.
 //
 // Each state also has a lock of its own (the entry's counter, taken by
-// compare-and-swap), held by every check that evaluates or changes it. On
-// amd64 outside the race detector, a single-hit check on a state already
-// stored, found as above, records under that lock alone: it writes the
-// state's entry and nothing of the shard, so checks on two cores do not
-// move a shard's lock between them. Changing the table (a new state,
-// a removal) still takes the shard's lock; a state leaves its table only
-// with its own lock held, for good, so the lock of a state found in the
-// table proves it is still there.
+// compare-and-swap), held by every check that evaluates or changes it. A
+// single-hit check on a state already stored, found as above, records
+// (and a log's or buckets' check is decided) under that lock alone: it
+// writes the state's entry and nothing of the shard, so checks on two
+// cores do not move a shard's lock between them. Changing the table (a
+// new state, a removal) still takes the shard's lock; a state leaves its
+// table only with its own lock held, for good, so the lock of a state
+// found in the table proves it is still there.
 //
 // # Lookups and allocation
 //
@@ -60,8 +62,8 @@
 // A single-hit check, the common case, takes a path of its own: one pass
 // that validates it (accepting only what sluice.Check.Validate accepts, and
 // leaving anything else to Validate) and finds its algorithm, one hash of
-// group, zone and key, one clock read, one lock, and the algorithm's
-// methods called directly for the sliding window and GCRA.
+// group, zone and key, one clock read, one lock, and the state's fused
+// Check called directly.
 //
 // A check of several hits works in fixed arrays of sluice.MaxHits elements
 // on the stack. Every check hashes the caller's strings in place. Checking a key that already has
@@ -120,7 +122,7 @@
 // recorded check, the key bytes and the table's own overhead included
 // (TestMemoryPerKey in store_test.go, reported in docs/memstore.md): about
 // 105 bytes per gcra, decay or sliding-window state, 216 per buckets state
-// with the default 10 buckets (8 more bytes per extra bucket) and 120 per
+// with the default 10 buckets (8 more bytes per extra bucket) and 104 per
 // log state holding one event, plus about 8 bytes per further
 // distinct recording instant in its window, up to Rate of them (16 once its
 // events span more than 2^44 µs, about 203 days). A zone and

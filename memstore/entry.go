@@ -56,14 +56,17 @@ func digest(sum *[idSum]byte, group, zone, key string) {
 // by the algorithm code, without an interface value in every entry.
 //
 // The identity, written once before the entry enters a table, comes
-// first; what a check writes (denied, seq, expires) comes last, right
-// before the state that follows the entry, so a check writes one
-// contiguous run of bytes 66 to 80 plus the state: one cache line, or
-// two when the run crosses a line boundary, where the fields it wrote
-// used to lie at both ends of the object (two or three lines). A line a
-// core writes must be moved to the next core that touches it; lines
-// only read are shared (see "Recording without the shard's lock" in
-// docs/memstore.md).
+// first; what a check writes (seq, expires) comes last, right before the
+// state that follows the entry, so a check writes one contiguous run of
+// bytes: one cache line, or two when the run crosses a line boundary. A
+// line a core writes must be moved to the next core that touches it;
+// lines only read are shared.
+//
+// Words read without e's lock (seq, expires, and the state of the
+// algorithms peek reads, see words) are written with sync/atomic, so
+// that the sequence lock holds under Go's memory model, not only on
+// today's compilers and processors, and the race detector checks the
+// lock-free paths as they run.
 type entry struct {
 	long      string // group+zone+key, when longer than inlineID and at most maxWhole
 	inline    [inlineID]byte
@@ -72,25 +75,34 @@ type entry struct {
 	groupLen  int32
 	algorithm uint8
 	inlineLen uint8 // length of group+zone+key in inline; 0 when it is in long or hashed
-	denied    bool  // the last check that held the state was denied: a hint for peek
-	// seq is the state's lock and peek's sequence lock on it: odd while
-	// a check holds the state (see tryLock), even otherwise; odd for good
-	// once the entry has left its table.
+	// seq is the state's lock and peek's sequence lock on it: seqLocked
+	// while a check holds the state (see tryLock), for good once the
+	// entry has left its table; seqDenied when the last check that held
+	// it was denied (a hint for peek); and above them the number of times
+	// the lock was released.
 	seq     uint32
 	expires int64 // µs since the epoch: the last Record's now + ResetAfter; only grows
 }
 
-// tryLock takes e's lock if it is free: seq from even to odd, by
-// compare-and-swap. Every writer of the state, of expires and of denied
-// holds it: a check recording without the shard's lock (lockFree) holds
-// only it, and waits for nothing while it does; checks under the shard's
-// lock take it too. An entry leaves its table only locked and stays
-// locked for good, so a check that takes the lock of an entry it found in
-// the table knows the entry is still there. peek reads seq as a sequence
-// lock's reader.
+// The bits of entry.seq.
+const (
+	seqLocked = 1 // a check holds the entry, or it left its table
+	seqDenied = 2 // the last check that held the entry was denied
+	seqOne    = 4 // one release of the lock
+	seqCount  = 2 // seq>>seqCount counts the releases
+	seqFlags  = seqOne - 1
+)
+
+// tryLock takes e's lock if it is free, by compare-and-swap. Every writer
+// of the state, of expires and of seq holds it: a check recording without
+// the shard's lock (recordOne) holds only it, and waits for nothing while
+// it does; checks under the shard's lock take it too. An entry leaves its
+// table only locked and stays locked for good, so a check that takes the
+// lock of an entry it found in the table knows the entry is still there.
+// peek reads seq as a sequence lock's reader.
 func (e *entry) tryLock() bool {
 	s := atomic.LoadUint32(&e.seq)
-	return s&1 == 0 && atomic.CompareAndSwapUint32(&e.seq, s, s+1)
+	return s&seqLocked == 0 && atomic.CompareAndSwapUint32(&e.seq, s, s|seqLocked)
 }
 
 // lock takes e's lock, waiting for a holder. The caller holds the lock of
@@ -105,12 +117,23 @@ func (e *entry) lock() {
 	}
 }
 
-// unlock releases e's lock. A plain store: stores become visible in
-// program order where peek and lock-free recording run (amd64), so a
-// reader that sees the new seq sees the state written before it, and the
-// next holder's compare-and-swap orders everything after.
-func (e *entry) unlock() {
-	e.seq++
+// unlock releases e's lock, counting the release and recording whether
+// the check that held it was denied. The atomic store orders the state's
+// atomic stores before it for a reader that loads the new seq.
+func (e *entry) unlock(denied bool) {
+	s := atomic.LoadUint32(&e.seq)&^seqFlags + seqOne
+	if denied {
+		s |= seqDenied
+	}
+	atomic.StoreUint32(&e.seq, s)
+}
+
+// extend moves e's reset deadline to d if that is later. e's lock must be
+// held; expires is read without it (expiredAt).
+func (e *entry) extend(d int64) {
+	if d > e.expires {
+		atomic.StoreInt64(&e.expires, d)
+	}
 }
 
 // expiredAt reports whether e's deadline has passed at now, read without
@@ -215,6 +238,85 @@ func newEntry(algorithm uint8) *entry {
 	}
 	e.algorithm = algorithm
 	return e
+}
+
+// words is a copy of a state that peek reads without e's lock: the
+// sliding window's, GCRA's or decay's, each a few 8-byte words (the
+// array declarations below hold the sizes). Those states are written
+// only through a copy (see entry.load and entry.publish), so every word a
+// reader loads is stored atomically. The log's and the buckets' states
+// (slices read in place) are read only under e's lock.
+type words [3]uint64
+
+var (
+	_ [unsafe.Sizeof(algo.Window{}) - 3*8]struct{}
+	_ [3*8 - unsafe.Sizeof(algo.Window{})]struct{}
+	_ [unsafe.Sizeof(algo.GCRA{}) - 2*8]struct{}
+	_ [2*8 - unsafe.Sizeof(algo.GCRA{})]struct{}
+	_ [unsafe.Sizeof(algo.Decay{}) - 3*8]struct{}
+	_ [3*8 - unsafe.Sizeof(algo.Decay{})]struct{}
+)
+
+// stateWords returns the words of e's state if peek reads it without the
+// lock, else nil.
+func (e *entry) stateWords() []uint64 {
+	switch e.algorithm {
+	case codeWindow:
+		return unsafe.Slice((*uint64)(unsafe.Pointer(e.windowState())), 3)
+	case codeGCRA:
+		return unsafe.Slice((*uint64)(unsafe.Pointer(e.gcraState())), 2)
+	case codeDecay:
+		return unsafe.Slice((*uint64)(unsafe.Pointer(e.decayState())), 3)
+	}
+	return nil
+}
+
+// load copies the words ws of e's state into w with atomic loads: the
+// reader's side, for peek, which holds no lock.
+func (w *words) load(ws []uint64) {
+	for i := range ws {
+		w[i] = atomic.LoadUint64(&ws[i])
+	}
+}
+
+// publish stores into ws the words of w that differ, atomically: the
+// writer's side. e's lock must be held, so plain reads of ws see the
+// holder's own writes.
+func (w *words) publish(ws []uint64) {
+	for i := range ws {
+		if ws[i] != w[i] {
+			atomic.StoreUint64(&ws[i], w[i])
+		}
+	}
+}
+
+// loadWindow and loadGCRA are load for the sliding window's and GCRA's
+// states, field by field.
+func (e *entry) loadWindow() algo.Window {
+	s := e.windowState()
+	return algo.Window{Index: atomic.LoadInt64(&s.Index), Cur: atomic.LoadInt64(&s.Cur), Prev: atomic.LoadInt64(&s.Prev)}
+}
+
+func (e *entry) loadGCRA() algo.GCRA {
+	s := e.gcraState()
+	return algo.GCRA{TAT: atomic.LoadInt64(&s.TAT), Frac: atomic.LoadInt64(&s.Frac)}
+}
+
+// window, gcra and decay view w as the state of that algorithm.
+func (w *words) window() *algo.Window { return (*algo.Window)(unsafe.Pointer(w)) }
+func (w *words) gcra() *algo.GCRA     { return (*algo.GCRA)(unsafe.Pointer(w)) }
+func (w *words) decay() *algo.Decay   { return (*algo.Decay)(unsafe.Pointer(w)) }
+
+// state returns w, copied from the state of an algorithm whose code is
+// code, as an algo.State.
+func (w *words) state(code uint8) algo.State {
+	switch code {
+	case codeGCRA:
+		return w.gcra()
+	case codeDecay:
+		return w.decay()
+	}
+	return w.window()
 }
 
 // windowState returns the sliding-window state of an entry made by

@@ -4,6 +4,9 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Sweeping, eviction and the table's size.
@@ -28,33 +31,40 @@ const (
 // apart by the entries' identities; deletion shifts the following entries
 // back, so the table has no tombstones.
 type shard struct {
-	// The fields a check under the lock writes lie in the first 56 bytes,
-	// those peek reads (seq and the table's slice) in bytes 64 to 96, and
-	// the padding makes a shard 128 bytes. A slice of them starts at a
-	// multiple of 128 bytes (Go's allocator places power-of-two sizes
-	// there), or 8 bytes past one when the allocator puts its 8-byte
-	// header before the slice (larger objects with pointers): either way
-	// each group lies in one 64-byte cache line of its own
-	// (TestShardLayout). A check on another core then moves one line of
-	// the header, not two, and never a neighbour's; and the second line
-	// is written only when the table changes shape, so checks on both
-	// cores read it without moving it. The lock is a plain mutex: two
-	// atomic operations per check where a sync.RWMutex's exclusive lock
-	// takes four (see "Speed" in docs/memstore.md).
+	// The header's first cache line holds what a check under the lock
+	// writes, the second what peek reads, which changes only with the
+	// table's shape. A shard is 128 bytes and a slice of them starts at a
+	// multiple of 128 bytes, or 8 bytes past one (the allocator's header
+	// of larger objects with pointers), so each group lies in a line of
+	// its own (TestShardLayout): a check on another core moves one line
+	// of the header, never a neighbour's, and checks on every core share
+	// the second line. The lock is a plain mutex: a check takes it
+	// exclusively, and sync.Mutex's exclusive lock costs half of
+	// sync.RWMutex's.
 	mu     sync.Mutex
 	cursor uint32 // where the next sweep starts
 	n      int32  // entries
 	max    int32  // entries the shard may hold
 	ops    uint16 // checks since the last sweep (tick), at most sweepEvery<<maxIdle
 	idle   uint8  // sweeps in a row that dropped nothing, up to maxIdle
-	_      [64 - 23]byte
+	// scratch holds the copies of the states a multi-hit check decides
+	// in this shard (see workset.load), made on the first such check:
+	// the check holds the shard's lock, and a copy on the check's stack
+	// would move the whole workset to the heap (algo.Decide's states are
+	// interfaces).
+	scratch *[sluice.MaxHits]words
+	_       [64 - 32]byte
 	// seq is a sequence lock on the table for peek: made odd (changing)
 	// before mu's holder first changes a slot or replaces slots, even
 	// again when it unlocks. A reader trusts what it read of the table
-	// only if seq was the same even number before and after.
+	// only if seq was the same even number before and after. seq, tab
+	// and mask are written atomically, as are the slots' words while
+	// the table is visible to readers.
 	seq   uint64
-	slots []slot // a power of two of them
-	_     [64 - 32]byte
+	tab   unsafe.Pointer // &slots[0], for peek
+	mask  uint64         // len(slots)-1, for peek
+	slots []slot         // a power of two of them; read under mu
+	_     [64 - 48]byte
 }
 
 // lock locks the shard.
@@ -66,29 +76,55 @@ func (sh *shard) lock() {
 // is replaced. sh.mu must be held.
 func (sh *shard) changing() {
 	if sh.seq&1 == 0 {
-		sh.seq++
+		atomic.StoreUint64(&sh.seq, sh.seq+1)
 	}
 }
 
 // unlock ends a change of the table, if any, then unlocks mu.
 func (sh *shard) unlock() {
 	if sh.seq&1 != 0 {
-		sh.seq++
+		atomic.StoreUint64(&sh.seq, sh.seq+1)
 	}
 	sh.mu.Unlock()
 }
 
-// slot is one place of a shard's table; e is nil when it is empty.
+// setSlots makes slots the table, for the locked path and for peek.
+// sh.mu must be held and the table marked changing, or sh not yet shared.
+func (sh *shard) setSlots(slots []slot) {
+	sh.slots = slots
+	atomic.StorePointer(&sh.tab, unsafe.Pointer(&slots[0]))
+	atomic.StoreUint64(&sh.mask, uint64(len(slots)-1))
+}
+
+// table returns the table as peek reads it, without the lock: valid only
+// if sh.seq was the same even number before and after.
+func (sh *shard) table() (tab *slot, mask uint64) {
+	return (*slot)(atomic.LoadPointer(&sh.tab)), atomic.LoadUint64(&sh.mask)
+}
+
+// slot is one place of a shard's table; e is nil when it is empty. A slot
+// of a table readers can see changes only through set.
 type slot struct {
 	hash uint64
 	e    *entry
+}
+
+// set stores h and e in s, atomically: peek may be reading s.
+func (s *slot) set(h uint64, e *entry) {
+	atomic.StoreUint64(&s.hash, h)
+	atomic.StorePointer((*unsafe.Pointer)(unsafe.Pointer(&s.e)), unsafe.Pointer(e))
+}
+
+// entry reads s's entry without the shard's lock.
+func (s *slot) entry() *entry {
+	return (*entry)(atomic.LoadPointer((*unsafe.Pointer)(unsafe.Pointer(&s.e))))
 }
 
 // init sets up an empty table holding at most max entries, or
 // math.MaxInt32 if max is larger (a shard would need hundreds of GB to
 // reach that).
 func (sh *shard) init(max int) {
-	sh.slots = make([]slot, minSlots)
+	sh.setSlots(make([]slot, minSlots))
 	sh.max = int32(min(max, math.MaxInt32))
 }
 
@@ -129,7 +165,7 @@ func (sh *shard) removeAt(i uint64) {
 		j = (j + 1) & mask
 		s := sh.slots[j]
 		if s.e == nil {
-			sh.slots[i] = slot{}
+			sh.slots[i].set(0, nil)
 			return
 		}
 		// s may fill the hole at i unless its home slot lies
@@ -138,7 +174,7 @@ func (sh *shard) removeAt(i uint64) {
 		if i <= j && i < home && home <= j || i > j && (i < home || home <= j) {
 			continue
 		}
-		sh.slots[i] = s
+		sh.slots[i].set(s.hash, s.e)
 		i = j
 	}
 }
@@ -187,19 +223,19 @@ func (sh *shard) sweep(now int64) int {
 // entry): a table never gives back its memory otherwise.
 func (sh *shard) resize(n int) {
 	sh.changing()
-	old := sh.slots
-	sh.slots = make([]slot, n)
+	slots := make([]slot, n) // filled before readers can see it
 	mask := uint64(n - 1)
-	for _, s := range old {
+	for _, s := range sh.slots {
 		if s.e == nil {
 			continue
 		}
 		i := s.hash & mask
-		for sh.slots[i].e != nil {
+		for slots[i].e != nil {
 			i = (i + 1) & mask
 		}
-		sh.slots[i] = s
+		slots[i] = s
 	}
+	sh.setSlots(slots)
 	sh.cursor = 0
 }
 
@@ -219,7 +255,7 @@ func (sh *shard) insert(h uint64, e *entry, now int64) (evicted bool, expired in
 	for sh.slots[i].e != nil {
 		i = (i + 1) & mask
 	}
-	sh.slots[i] = slot{hash: h, e: e}
+	sh.slots[i].set(h, e)
 	sh.n++
 	return evicted, expired
 }
@@ -267,7 +303,7 @@ func (sh *shard) expired(e *entry, now int64) bool {
 	if e.expires <= now {
 		return true
 	}
-	e.unlock() // recorded on since expiredAt read it
+	e.unlock(atomic.LoadUint32(&e.seq)&seqDenied != 0) // recorded on since expiredAt read it
 	return false
 }
 

@@ -150,7 +150,7 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	if allowed && c.Cost > 0 {
 		b.store(s, c.Group, now)
 	}
-	b.unlockEntries()
+	b.unlockEntries(s)
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
 	return nil
@@ -160,7 +160,8 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 // Check.Validate accepts, and returns its hit's algorithm code. It never
 // accepts what Validate refuses (TestCommonOneIsValid); what it does not
 // accept, Validate judges. It spares the common check Validate's copies of
-// the check and the hit, and a second lookup of the algorithm's name.
+// the check and the hit, and a second lookup of the algorithm's name:
+// without it a hot denial costs 1.26-1.34x the CPU (bench/run.sh memory).
 func commonOne(c *sluice.Check) (code uint8, ok bool) {
 	if len(c.Hits) != 1 {
 		return 0, false
@@ -193,12 +194,15 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 
 // checkOne is Check for a single valid hit whose algorithm code is code:
 // one hash of the group, zone and key, one clock read, one lock, and no
-// workset. The clock is read before the lock, as in Check.
+// workset. The clock is read before the lock, as in Check. Through the
+// workset instead, a single-hit check costs 1.7-2.7x the CPU
+// (bench/run.sh memory), and it is the only path that decides without
+// the shard's lock.
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	h := &c.Hits[0]
 	l := &h.Limit
 	// The identity, field by field: a composite literal of this size is
-	// built in a temporary and copied, which costs ~10% of a hot check.
+	// built in a temporary and copied, a measurable share of a hot check.
 	// TestIdentityIsIdent holds it to ident.State.
 	var k stateKey
 	k.Zone, k.Key, k.Group = h.Zone, h.Key, c.Group
@@ -220,25 +224,21 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	shadow := c.Shadow || l.Shadow
 	now := s.micros()
 	var o algo.Outcome
-	var e *entry
-	seq := uint64(1) // odd: no lookup to reuse
+	e, seq, done := sh.peek(hash, &k, p, shadow, &o, now, c.Cost)
+	if done {
+		fillOne(d, shadow, p.Rate, &o)
+		return
+	}
 	weight := uint16(1)
-	if lockFree {
-		var done bool
-		if e, seq, done = sh.peek(hash, &k, p, shadow, &o, now, c.Cost); done {
+	if e != nil {
+		// A stored state: decided and recorded under its own lock,
+		// without the shard's (see recordOne), but for one check in
+		// sweepEvery, which takes the shard's lock and counts for
+		// sweepEvery checks towards the shard's next sweep.
+		var decided bool
+		if decided, weight = s.recordOne(e, hash, p, shadow, &o, now, c.Cost); decided {
 			fillOne(d, shadow, p.Rate, &o)
 			return
-		}
-		if e != nil {
-			// A stored state: decided and recorded under its own lock,
-			// without the shard's (see recordOne), but for one check
-			// in sweepEvery, which takes the shard's lock and counts
-			// for sweepEvery checks towards the shard's next sweep.
-			var decided bool
-			if decided, weight = s.recordOne(e, hash, p, shadow, &o, now, c.Cost); decided {
-				fillOne(d, shadow, p.Rate, &o)
-				return
-			}
 		}
 	}
 	sh.lock()
@@ -251,15 +251,11 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	} else {
 		e = newEntry(code)
 	}
-	allowed, _ := decideOne(e, p, shadow, &o, now, c.Cost)
-	if allowed && c.Cost > 0 {
+	if decideOne(e, p, shadow, &o, now, c.Cost) && c.Cost > 0 {
 		s.record(sh, hash, e, stored, &k, now+o.ResetAfter, now)
 	}
 	if stored {
-		if e.denied != !o.Allowed {
-			e.denied = !o.Allowed
-		}
-		e.unlock()
+		e.unlock(!o.Allowed)
 	}
 	sh.unlock()
 	fillOne(d, shadow, p.Rate, &o)
@@ -268,43 +264,45 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 // recordOne decides a single-hit check on e, a state peek found in its
 // shard's table, under e's lock alone, unless that lock is held or the
 // check is the one in sweepEvery on e that goes through the shard's lock
-// to keep the sweeps coming (picked by the number of times e was locked
-// plus its hash, so about one in sweepEvery checks on a shard whatever
-// its keys). It reports whether it decided, and if not, for how many
-// checks the locked path must count this one (see tick). A check on a
-// stored state then writes no line of the shard's header, only e's, as a
-// keyed limiter with a lock per key does (the x/time/rate map), where the
-// shard's lock moved its line between the cores that check keys of that
-// shard. It is decideOne and record under the shard's lock, without what
-// that lock is for: the table does not change (an entry leaves it only
+// to keep the sweeps coming (see sampled). It reports whether it decided,
+// and if not, for how many checks the locked path must count this one
+// (see tick). A check on a stored state then writes no line of the
+// shard's header, only e's, as a keyed limiter with a lock per key does.
+// It is decideOne and record under the shard's lock, without what that
+// lock is for: the table does not change (an entry leaves it only
 // locked, see entry.tryLock).
 func (s *Store) recordOne(e *entry, hash uint64, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (decided bool, weight uint16) {
 	es := atomic.LoadUint32(&e.seq)
-	if (uint64(es>>1)+hash)%sweepEvery == 0 {
+	if sampled(es, hash) {
 		return false, sweepEvery
 	}
-	// A log about to take a new chunk gets it before the lock: the
-	// allocation may wait for the collector, and a check waiting for
-	// this lock would spin all that time (see algo.Log.WantsChunk).
-	var spare *algo.LogChunk
-	if e.algorithm == codeLog && cost > 0 && e.logState().WantsChunk() {
-		spare = algo.NewLogChunk()
-	}
-	if es&1 != 0 || !atomic.CompareAndSwapUint32(&e.seq, es, es+1) {
+	if es&seqLocked != 0 || !atomic.CompareAndSwapUint32(&e.seq, es, es|seqLocked) {
 		return false, 1
 	}
-	if spare != nil {
-		e.logState().Spare(spare)
+	if e.algorithm == codeLog && cost > 0 && e.logState().WantsChunk() {
+		// A log about to take a new chunk gets it outside the lock: the
+		// allocation may wait for the collector, and a check waiting for
+		// this lock would spin all that time (see algo.Log.WantsChunk).
+		e.unlock(es&seqDenied != 0)
+		c := algo.NewLogChunk()
+		if !e.tryLock() {
+			return false, 1
+		}
+		e.logState().Spare(c)
 	}
-	allowed, _ := decideOne(e, p, shadow, o, now, cost)
-	if allowed && cost > 0 {
-		e.expires = max(e.expires, now+o.ResetAfter)
+	if decideOne(e, p, shadow, o, now, cost) && cost > 0 {
+		e.extend(now + o.ResetAfter)
 	}
-	if e.denied != !o.Allowed {
-		e.denied = !o.Allowed
-	}
-	e.unlock()
+	e.unlock(!o.Allowed)
 	return true, 0
+}
+
+// sampled reports whether the check on a state whose entry's seq reads
+// es, stored under hash, is the one in sweepEvery that recordOne sends
+// through the shard's lock: seq counts the times the entry was locked, and
+// the hash spreads the sampled checks of a shard's keys over the count.
+func sampled(es uint32, hash uint64) bool {
+	return (uint64(es>>seqCount)+hash)%sweepEvery == 0
 }
 
 // lineHits is the capacity fillOne gives a Decision's Hits: as many
@@ -320,46 +318,34 @@ func bucketMicros(l *sluice.Limit) int64 {
 	return int64(l.Bucket() / time.Microsecond)
 }
 
-// decideOne is algo.Decide for one hit on e's state: the sliding window
-// and GCRA call their state's methods directly, the others their fused
-// Check (Eval and Record in one pass). It must stay step for step what algo.Decide does
-// with a single hit: TestDecideOneIsDecide holds the two together. The
-// caller turns the outcome into a Decision with sluice.Decision.Conclude,
-// as every store does.
-func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (allowed, shadowed bool) {
-	var r algo.Result
+// decideOne is algo.Decide for one hit on e's state: each state's fused
+// Check (Eval, then Record when allowed or shadow), on a copy for the
+// states peek reads without the lock (see words). It reports whether the
+// check passes this hit (allowed or shadow). e's lock must be held, or e
+// not yet be in a table. The caller turns the outcome into a Decision
+// with sluice.Decision.Conclude, as every store does.
+func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) bool {
+	ws := e.stateWords()
+	if ws == nil {
+		if e.algorithm == codeLog {
+			*o = e.logState().Check(p, now, cost, shadow)
+		} else {
+			*o = e.bucketsState().Check(p, now, cost, shadow)
+		}
+		return o.Allowed || shadow
+	}
+	var w words
+	copy(w[:], ws)
 	switch e.algorithm {
-	case codeBuckets:
-		*o = e.bucketsState().Check(p, now, cost, shadow)
-		return o.Allowed || shadow, !o.Allowed && shadow
-	case codeLog:
-		*o = e.logState().Check(p, now, cost, shadow)
-		return o.Allowed || shadow, !o.Allowed && shadow
+	case codeGCRA:
+		*o = w.gcra().Check(p, now, cost, shadow)
 	case codeDecay:
-		*o = e.decayState().Check(p, now, cost, shadow)
-		return o.Allowed || shadow, !o.Allowed && shadow
-	case codeWindow:
-		r = e.windowState().Eval(p, now, cost)
-	case codeGCRA:
-		r = e.gcraState().Eval(p, now, cost)
+		*o = w.decay().Check(p, now, cost, shadow)
 	default:
-		r = e.state().Eval(p, now, cost)
+		*o = w.window().Check(p, now, cost, shadow)
 	}
-	*o = algo.Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
-	allowed = r.Allowed || shadow
-	shadowed = !r.Allowed && shadow
-	if !allowed || cost <= 0 {
-		return allowed, shadowed
-	}
-	switch e.algorithm {
-	case codeWindow:
-		o.Used, o.ResetAfter = e.windowState().Record(p, now, cost)
-	case codeGCRA:
-		o.Used, o.ResetAfter = e.gcraState().Record(p, now, cost)
-	default:
-		o.Used, o.ResetAfter = e.state().Record(p, now, cost)
-	}
-	return allowed, shadowed
+	w.publish(ws)
+	return o.Allowed || shadow
 }
 
 // fillOne is fill for a single hit decided by decideOne. Conclude sets
@@ -412,7 +398,7 @@ func (s *Store) sweep(sh *shard, now int64) {
 // under k if it was not stored yet. sh must be locked, and e too if it
 // was stored.
 func (s *Store) record(sh *shard, hash uint64, e *entry, stored bool, k *stateKey, deadline, now int64) {
-	e.expires = max(e.expires, deadline)
+	e.extend(deadline)
 	if stored {
 		return
 	}

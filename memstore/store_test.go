@@ -303,10 +303,10 @@ func TestDefaultClock(t *testing.T) {
 	})
 }
 
-// TestDecideOneIsDecide holds decideOne, the single-hit fast path with its
-// own copy of the all-or-nothing rule, to algo.Decide: for every algorithm,
-// on random traffic (costs 0–3, shadow and not) both decide the same and
-// leave the same state.
+// TestDecideOneIsDecide holds decideOne, the single-hit path (each
+// state's fused Check, on a copy of the state for those peek reads), to
+// algo.Decide: for every algorithm, on random traffic (costs 0–3, shadow
+// and not) both decide the same and leave the same state.
 func TestDecideOneIsDecide(t *testing.T) {
 	for _, a := range sluice.Algorithms() {
 		l := sluice.Limit{Rate: 20, Window: 10 * time.Second, Algorithm: a}
@@ -320,12 +320,12 @@ func TestDecideOneIsDecide(t *testing.T) {
 				now += rng.Int64N(200_000)
 				cost := rng.Int64N(4)
 				var o algo.Outcome
-				allowed, shadowed := decideOne(fast, p, shadow, &o, now, cost)
+				allowed := decideOne(fast, p, shadow, &o, now, cost)
 				out := make([]algo.Outcome, 1)
-				wantAllowed, _, wantShadowed := algo.Decide([]algo.Hit{{State: ref, Params: p, Shadow: shadow}}, out, now, cost)
-				if allowed != wantAllowed || shadowed != wantShadowed || o != out[0] || !reflect.DeepEqual(fast.state(), ref) {
-					t.Fatalf("%s: check %d (shadow %v, cost %d): decideOne %v %v %+v %+v, Decide %v %v %+v %+v",
-						a, i, shadow, cost, allowed, shadowed, o, fast.state(), wantAllowed, wantShadowed, out[0], ref)
+				wantAllowed, _, _ := algo.Decide([]algo.Hit{{State: ref, Params: p, Shadow: shadow}}, out, now, cost)
+				if allowed != wantAllowed || o != out[0] || !reflect.DeepEqual(fast.state(), ref) {
+					t.Fatalf("%s: check %d (shadow %v, cost %d): decideOne %v %+v %+v, Decide %v %+v %+v",
+						a, i, shadow, cost, allowed, o, fast.state(), wantAllowed, out[0], ref)
 				}
 			}
 		}
@@ -503,8 +503,8 @@ func TestIdentityIsIdent(t *testing.T) {
 // its results in cache lines no other object shares: every one at a
 // multiple of 128 bytes (the 128-byte size class), where the 48-byte class
 // of a single result would put most of them mid-line beside another's.
-// Two callers on two cores writing their results to one line moved it
-// between the cores on every check (issue 18's hot parallel column).
+// Two callers on two cores writing their results to one line would move
+// it between the cores on every check.
 func TestHitsOwnLines(t *testing.T) {
 	s := newStore(t, Options{})
 	l := sluice.Limit{Rate: 100, Window: time.Minute, Algorithm: sluice.Decay}

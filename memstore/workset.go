@@ -102,7 +102,8 @@ func (b *workset) unlock(s *Store) {
 
 // load finds each hit's state, and takes its lock (once per state: two
 // hits may share one), or makes an empty one that store will keep if the
-// check records. Shards must be locked.
+// check records. A state peek reads is decided on a copy (see words),
+// which publish writes back. Shards must be locked.
 func (b *workset) load(s *Store, group string) {
 	for i := range b.n {
 		k := b.key(i, group)
@@ -110,20 +111,45 @@ func (b *workset) load(s *Store, group string) {
 		b.stored[i], b.locked[i] = e != nil, false
 		if e == nil {
 			e = newEntry(b.algos[i])
-		} else if !slices.Contains(b.entries[:i], e) {
+		} else if j := slices.Index(b.entries[:i], e); j >= 0 {
+			b.entries[i] = e
+			b.hits[i].State = b.hits[j].State
+			continue
+		} else {
 			e.lock()
 			b.locked[i] = true
 		}
 		b.entries[i] = e
-		b.hits[i].State = e.state()
+		if ws := e.stateWords(); ws != nil {
+			w := b.copy(s, i)
+			copy(w[:], ws)
+			b.hits[i].State = w.state(e.algorithm)
+		} else {
+			b.hits[i].State = e.state()
+		}
 	}
 }
 
-// unlockEntries releases the entries' locks that load took.
-func (b *workset) unlockEntries() {
+// copy returns where hit i's state is copied to: in the scratch of the
+// hit's shard, which the check holds. Shards must be locked.
+func (b *workset) copy(s *Store, i int) *words {
+	sh := &s.shards[b.shard[i]]
+	if sh.scratch == nil {
+		sh.scratch = new([sluice.MaxHits]words)
+	}
+	return &sh.scratch[i]
+}
+
+// unlockEntries writes back the copies load made and releases the
+// entries' locks it took, each with its hit's outcome as the denied hint.
+func (b *workset) unlockEntries(s *Store) {
 	for i := range b.n {
 		if b.locked[i] {
-			b.entries[i].unlock()
+			e := b.entries[i]
+			if ws := e.stateWords(); ws != nil {
+				b.copy(s, i).publish(ws)
+			}
+			e.unlock(!b.out[i].Allowed)
 		}
 	}
 }
@@ -133,6 +159,9 @@ func (b *workset) unlockEntries() {
 func (b *workset) store(s *Store, group string, now int64) {
 	for i := range b.n {
 		k := b.key(i, group)
+		if ws := b.entries[i].stateWords(); !b.stored[i] && ws != nil {
+			copy(ws, b.copy(s, i)[:]) // no reader sees e before insert
+		}
 		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], &k, now+b.out[i].ResetAfter, now)
 	}
 }

@@ -23,6 +23,8 @@ func TestCheckIsEvalRecord(t *testing.T) {
 		"buckets": func() (checker, checker) { return new(Buckets), new(Buckets) },
 		"log":     func() (checker, checker) { return new(Log), new(Log) },
 		"decay":   func() (checker, checker) { return new(Decay), new(Decay) },
+		"window":  func() (checker, checker) { return new(Window), new(Window) },
+		"gcra":    func() (checker, checker) { return new(GCRA), new(GCRA) },
 	}
 	params := []Params{
 		{Rate: 20, Window: 10_000_000, Bucket: 1_000_000},

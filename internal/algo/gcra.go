@@ -75,3 +75,15 @@ func (s *GCRA) Record(p Params, now, cost int64) (float64, int64) {
 	s.TAT, s.Frac = advance(p, q, r, cost)
 	return gcraUsed(p, s.TAT, s.Frac, now), gcraWait(s.TAT, s.Frac, now)
 }
+
+// Check is Decide for one hit on s: Eval, then Record when the hit is
+// allowed (or shadow) and cost > 0.
+// (check, written out on the concrete type so that s does not escape.)
+func (s *GCRA) Check(p Params, now, cost int64, shadow bool) Outcome {
+	r := s.Eval(p, now, cost)
+	o := Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	if (r.Allowed || shadow) && cost > 0 {
+		o.Used, o.ResetAfter = s.Record(p, now, cost)
+	}
+	return o
+}

@@ -6,9 +6,8 @@ import (
 	"testing"
 )
 
-// refLog is the log with its events unpacked: one Event of 16 bytes per
-// instant. TestLogIsRefLog holds Log
-// to it.
+// refLog is a plain reference log: one Event of 16 bytes per instant, no
+// packing into words. TestLogIsRefLog holds Log to it.
 
 // Log is the exact sliding log: every recorded event with its cost, oldest
 // first. Used is the sum of the costs of the events in (now − W, now].

@@ -110,3 +110,15 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// Check is Decide for one hit on s: Eval, then Record when the hit is
+// allowed (or shadow) and cost > 0.
+// (check, written out on the concrete type so that s does not escape.)
+func (s *Window) Check(p Params, now, cost int64, shadow bool) Outcome {
+	r := s.Eval(p, now, cost)
+	o := Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	if (r.Allowed || shadow) && cost > 0 {
+		o.Used, o.ResetAfter = s.Record(p, now, cost)
+	}
+	return o
+}
