@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestBadStateByPolicy holds issue 16, item 2, for gRPC and /json: foreign
+// TestBadStateByPolicy holds, for gRPC and /json: foreign
 // data under a descriptor's key (a list where sluice's state belongs) is
 // one check's failure, not an outage: the domain's failure policy decides
 // it (open OK, closed OVER_LIMIT, local the local fallback), never

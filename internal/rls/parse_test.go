@@ -82,7 +82,7 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestParseProblemTextExact holds issue 16, item 6: a problem from package
+// TestParseProblemTextExact: a problem from package
 // sluice is printed through the typed *sluice.InvalidError, exactly, with
 // no prefix cut out of its text.
 func TestParseProblemTextExact(t *testing.T) {

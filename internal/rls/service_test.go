@@ -63,7 +63,7 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
-// TestDifferentAddends holds issue 16, item 9: limited descriptors that ask
+// TestDifferentAddends: limited descriptors that ask
 // for different hits_addend values are decided, one check per addend, all
 // or nothing: before, the request was refused with INVALID_ARGUMENT, which
 // Envoy's default failure_mode_deny: false lets through unlimited.

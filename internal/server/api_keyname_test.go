@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestNoKeysInLogsOrErrors performs the attack of issue 10: with Redis
+// TestNoKeysInLogsOrErrors performs an attack: with Redis
 // down, checks, resets, auth requests and proxied requests whose key is a
 // credential go through every failure policy. Neither a log line (at debug
 // level) nor an error response carries the key; the logs name it by its

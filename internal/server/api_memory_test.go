@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestLongKeyFloodMemory performs the attack of issue 10 on a real server
+// TestLongKeyFloodMemory performs an attack on a real server
 // with the memory store: allowed /v1/check requests, each with a new key of
 // 65,000 bytes, far more of them than max_keys. The heap the server keeps
 // afterwards stays under max_keys × 256 bytes (docs/memstore.md's bound

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestStrictJSON performs the attack of issue 10 on a real server: bodies
+// TestStrictJSON performs an attack on a real server: bodies
 // that encoding/json accepts but reads as something else (invalid UTF-8
 // folded into U+FFFD so that different keys share a counter, a duplicate
 // field deciding silently, a field name in the wrong case) are refused

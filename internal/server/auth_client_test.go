@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestAuthClientAddress performs the attacks of issue 10 on a real
+// TestAuthClientAddress performs an attack on a real
 // server's /v1/auth: a front proxy that sends only X-Forwarded-For
 // (Traefik's ForwardAuth, Caddy's forward_auth) gets one bucket per
 // client, not one for all; X-Real-IP with a port is the client; and a

@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestBadStateByPolicy holds issue 16, item 2, in the server: foreign data
+// TestBadStateByPolicy holds, in the server: foreign data
 // under a check's keys (a list where sluice's state belongs) is one
 // check's failure, not an outage. The API, auth_request and the proxy
 // answer it by the zone's failure policy (open allows, closed denies,

@@ -51,7 +51,7 @@ proxy:
     - {host: api.example.com, path_prefix: /api/, methods: [GET], zones: [tight]}
 `
 
-// TestProxyRuleCannotBeDodged performs the attacks of issue 10 on a real
+// TestProxyRuleCannotBeDodged performs an attack on a real
 // proxy listener with a real upstream: each spelling of the limited
 // resource is sent after one request by the same client has used up its
 // quota, and must be denied (matched by the rule), never reach the

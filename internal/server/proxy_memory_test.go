@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestProxyLongKeyFloodMemory performs the proxy attack of issue 10 with
+// TestProxyLongKeyFloodMemory performs a proxy attack with
 // examples/sluice.yaml's upload rule: POST /upload with a new 30 KB
 // X-Upload-Pool header and a new 30 KB session cookie each time, every one
 // allowed (two states per request). The heap the server keeps stays under

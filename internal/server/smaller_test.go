@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// The tests of issue 10, defect 8 ("smaller ones"), against a real server.
+// Smaller hardening tests, against a real server.
 
 // TestPolicyIDsUniquePerResponse: /v1/auth?zone=a&zone=b, and a proxy
 // rule over both, with equal limits name two distinct policies.
