@@ -182,13 +182,14 @@ def callgrind(args, d, nginx, conf, port, rport):
     print("|---|---|---:|---|")
     fronts = (("seed", "/seed", 100000), ("module sync", "/sync", 100000),
               (f"module async, {fs_label(args)}", "/async", 100000),
+              ("module sync", "/sync", 1000), (f"module async, {fs_label(args)}", "/async", 1000),
               ("seed", "/seed", 10), ("module deny cache", "/deny", 10),
               ("floor: proxy_pass, no Lua", "/floorproxy", 100000), ("floor: return 429, no Lua", "/floor429", 10),
               ("floor: access_by_lua ngx.exit(429)", "/floorlua429", 10),
               ("floor: access_by_lua, a constant denial as the module's", "/floorluadeny", 10))
     only = args.cg_fronts.split(",") if args.cg_fronts else None
     for name, path, tokens in fronts:
-        if only and path.strip("/") not in only:
+        if only and path.strip("/") not in only and f"{path.strip('/')}:{tokens}" not in only:
             continue
         ir = []
         for n in (n1, n2):
@@ -218,7 +219,7 @@ def main():
                     help="instead of wrk rounds: user-space instructions per request of one nginx worker "
                          "under valgrind (seed, module sync, async, deny cache, and the floors), load-independent")
     ap.add_argument("-cg-fronts", dest="cg_fronts", default="",
-                    help="with -callgrind, only these paths (comma-separated, e.g. deny,floor429)")
+                    help="with -callgrind, only these paths, or path:tokens (comma-separated, e.g. deny,floor429,async:100000)")
     ap.add_argument("-cg-keep", dest="cg_keep", default="",
                     help="with -callgrind, copy callgrind's output files to this directory (for callgrind_annotate)")
     ap.add_argument("-cg-n", dest="cg_n", default="3000,9000",

@@ -115,10 +115,14 @@ end
 -- add makes the view of identity id for c.
 local function add(self, id, c)
   local bytes = VIEW_BYTES
-  for _, h in ipairs(c.hits) do bytes = bytes + #h.key + #h.zone end
+  for i = 1, #c.hits do bytes = bytes + #c.hits[i].key + #c.hits[i].zone end
   room(self, bytes)
-  local v = { check = c, bytes = bytes, pending = 0, inflight = 0, parts = {}, window = math.huge, retry_at = 0 }
-  for _, h in ipairs(c.hits) do v.window = min(v.window, h.limit.window / 1e6) end
+  local window = c.hits[1].limit.window
+  for i = 2, #c.hits do window = min(window, c.hits[i].limit.window) end
+  -- Every field in the constructor: one allocation of the right size.
+  local v = { check = c, bytes = bytes, pending = 0, inflight = 0, parts = false, sending = false,
+    window = window / 1e6, at = 0, retry_at = 0, hits = false, blind = false, budget = 0,
+    queued = false, refresh = false }
   self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
   return v
 end
@@ -129,6 +133,10 @@ end
 local function owe(self, v, cost, now)
   v.pending = v.pending + cost
   local parts = v.parts
+  if not parts then
+    v.parts = { { at = now, cost = cost } }
+    return
+  end
   local last = parts[#parts]
   if last and now - last.at < self.interval then
     last.cost = last.cost + cost
@@ -272,8 +280,8 @@ local function failed(self, v, now)
       kept, parts[#parts + 1] = kept + part.cost, part
     end
   end
-  for _, part in ipairs(v.parts) do parts[#parts + 1] = part end
-  v.pending, v.inflight, v.parts, v.sending = v.pending + kept, 0, parts, nil
+  for _, part in ipairs(v.parts or {}) do parts[#parts + 1] = part end
+  v.pending, v.inflight, v.parts, v.sending = v.pending + kept, 0, parts, false
   self.stats.failed = self.stats.failed + 1
 end
 
@@ -297,7 +305,7 @@ local function send(self, vs, costs)
       if k == 1 then ngx.log(ngx.WARN, "sluice: async flush failed: ", errs[k]) end
     elseif d.allowed or cost == 0 then
       set_view(v, d, now)
-      v.inflight, v.refresh, v.sending = 0, false, nil
+      v.inflight, v.refresh, v.sending = 0, false, false
       self.stats.flushed = self.stats.flushed + cost
     else
       -- Denied: nothing recorded. Record what remains, count the rest.
@@ -311,7 +319,7 @@ local function send(self, vs, costs)
         local newest = v.sending and v.sending[#v.sending]
         v.inflight, v.sending = r, { { at = newest and newest.at or now, cost = r } }
       else
-        v.inflight, v.sending = 0, nil
+        v.inflight, v.sending = 0, false
       end
       set_view(v, d, now)
       for _, h in ipairs(d.hits) do h.remaining = 0 end
@@ -335,7 +343,7 @@ function _M.round(self)
     local cost = v.pending
     if cost > 0 then
       v.inflight, v.pending = cost, 0
-      v.sending, v.parts = v.parts, {}
+      v.sending, v.parts = v.parts, false
     end
     if cost > 0 or v.refresh then
       vs[#vs + 1], costs[#costs + 1] = v, cost
