@@ -11,10 +11,11 @@
 -- (ngx.timer.every, never a timer per request) sends the pending cost of
 -- the views each sync_interval, in batched script calls, and each reply
 -- becomes the view. A check without a usable view (first seen, older than
--- max_view_age) goes to the store synchronously, through the breaker and
--- the failure policy, and its answer becomes the view; with first_sight,
--- a key without a view is admitted here up to first_sight while its cost
--- goes with the next flush (a blind view).
+-- max_view_age, forgotten) goes to the store synchronously, through the
+-- breaker and the failure policy; the answer becomes the key's view from
+-- its second sight on (a key seen once is only remembered as seen). With
+-- first_sight, a key without a view is admitted here up to first_sight
+-- while its cost goes with the next flush (a blind view).
 --
 -- Over-admission: a worker admits at most its budget ceil(R/P) between two
 -- answers about an identity, R what remained at the last answer, P the
@@ -100,20 +101,39 @@ local function room(self, bytes)
   end
 end
 
--- find returns the view of id, moving it to the new generation.
+-- find returns the entry of id, a view or the bytes of a key seen once,
+-- moving it to the new generation.
 local function find(self, id)
   local v = self.views[id]
   if v then return v end
   v = self.old[id]
   if not v then return nil end
   self.old[id], self.nold = nil, self.nold - 1
-  room(self, v.bytes)
-  self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + v.bytes
+  local bytes = type(v) == "number" and v or v.bytes
+  room(self, bytes)
+  self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
   return v
 end
 
--- add makes the view of identity id for c.
+-- SEEN_BYTES is the fixed cost counted per key seen once, beyond its id.
+local SEEN_BYTES = 64
+
+-- mark remembers that id was seen once: a number under its id, no table.
+-- A view is made on the key's second sight, so that keys seen once (spread
+-- traffic) cost what a synchronous check costs: a view the collector
+-- traverses is a tenth of a check's work.
+local function mark(self, id)
+  local bytes = #id + SEEN_BYTES
+  room(self, bytes)
+  self.views[id], self.nkeys, self.nbytes = bytes, self.nkeys + 1, self.nbytes + bytes
+end
+
+-- add makes the view of identity id for c, in place of its mark if any.
 local function add(self, id, c)
+  local seen = self.views[id]
+  if seen then
+    self.views[id], self.nkeys, self.nbytes = nil, self.nkeys - 1, self.nbytes - seen
+  end
   local bytes = VIEW_BYTES
   for i = 1, #c.hits do bytes = bytes + #c.hits[i].key + #c.hits[i].zone end
   room(self, bytes)
@@ -175,9 +195,9 @@ local function ensure_timer(self)
   self.timer = true
 end
 
--- usable reports whether v decides a check of cost at now.
+-- usable reports whether view v decides a check of cost at now.
 local function usable(self, v, cost, now)
-  return v and now - v.at <= self.max_view_age and not (v.blind and v.pending + v.inflight + cost > v.budget)
+  return now - v.at <= self.max_view_age and not (v.blind and v.pending + v.inflight + cost > v.budget)
 end
 
 -- from_view decides a check of cost on view v at now.
@@ -237,8 +257,9 @@ function _M.decide_one(self, l, zone, key, id)
   ensure_timer(self)
   local now = ngx.now()
   local v = find(self, id)
-  if usable(self, v, 1, now) then return from_view(self, v, 1, now) end
-  if not v and self.first_sight > 0 and l.rate >= 1 then
+  if type(v) == "table" then
+    if usable(self, v, 1, now) then return from_view(self, v, 1, now) end
+  elseif self.first_sight > 0 and l.rate >= 1 then
     return blind(self, id, { hits = { { zone = zone, key = key, limit = l } }, cost = 1, shadow = false }, now)
   end
   return nil
@@ -251,7 +272,9 @@ function _M.decide(self, c, id)
   id = id or self.edge:fingerprint(c, 1)
   local now = ngx.now()
   local v = find(self, id)
-  if usable(self, v, c.cost, now) then return from_view(self, v, c.cost, now) end
+  local seen = v ~= nil
+  if type(v) ~= "table" then v = nil end
+  if v and usable(self, v, c.cost, now) then return from_view(self, v, c.cost, now) end
   if not v and c.cost <= self.first_sight then
     local fits = true
     for _, h in ipairs(c.hits) do fits = fits and c.cost <= h.limit.rate end
@@ -264,7 +287,16 @@ function _M.decide(self, c, id)
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
   if d.source ~= "store" then return d end
-  set_view(v or add(self, id, c), d, now)
+  if not v then
+    -- What other checks of the key made while this one waited.
+    local e = self.views[id]
+    if type(e) == "table" then
+      v = e
+    elseif seen or e then
+      v = add(self, id, c)
+    end
+  end
+  if v then set_view(v, d, now) else mark(self, id) end
   return d
 end
 
