@@ -89,7 +89,7 @@ function _M.reset_worker(self)
   -- queue[qhead .. qtail]: the views to send (pending cost or a refresh).
   self.queue, self.qhead, self.qtail = {}, 1, 0
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0,
-    first_sight = 0, evicted = 0, dropped = 0 }
+    first_sight = 0, evicted = 0, dropped = 0, refreshes = 0 }
 end
 
 -- room makes room for a view of bytes in the new generation: when it is
@@ -174,10 +174,22 @@ local function enqueue(self, v)
 end
 
 -- set_view takes decision d, the store's answer at now, as v's view: its
--- hits, and when it denies, the time before which the key cannot pass.
+-- hits, and the time before which a unit cannot pass: the store's
+-- RetryAfter when it denies; when it allows but leaves less than a unit on
+-- a sliding window, the time that window's estimate takes to free a unit
+-- (it decays by at most Rate per Window); else now.
 local function set_view(v, d, now)
   v.at, v.blind, v.hits, v.retry_at = now, false, d.hits, now
-  if not d.allowed then v.retry_at = now + d.retry_after / 1e6 end
+  if not d.allowed then
+    v.retry_at = now + d.retry_after / 1e6
+    return
+  end
+  for i, h in ipairs(v.check.hits) do
+    local l, s = h.limit, d.hits[i]
+    if l.code == "w" and not s.shadow and s.used + 1 > l.rate then
+      v.retry_at = max(v.retry_at, now + (s.used + 1 - l.rate) * l.window / l.rate / 1e6)
+    end
+  end
 end
 
 local flush
@@ -221,9 +233,10 @@ local function from_view(self, v, cost, now)
       h.used, h.remaining = h.used + cost, max(0, h.remaining - cost)
     end
     enqueue(self, v)
-  elseif now >= v.retry_at and now - v.at > self.interval then
+  elseif v.pending + v.inflight == 0 and now >= v.retry_at and now - v.at > self.interval then
     -- Denied here by the share of a key the store would admit, or past
-    -- the store's RetryAfter: looked at again, in case it refilled.
+    -- the time a unit could pass: looked at again, in case it refilled
+    -- (a flush under way brings an answer anyway).
     v.refresh = true
     enqueue(self, v)
   end
@@ -378,6 +391,7 @@ function _M.round(self)
       v.sending, v.parts = v.parts, false
     end
     if cost > 0 or v.refresh then
+      if cost == 0 then self.stats.refreshes = self.stats.refreshes + 1 end
       vs[#vs + 1], costs[#costs + 1] = v, cost
     end
     if #vs == per or (#vs > 0 and self.qhead > last) then
