@@ -36,6 +36,7 @@
 -- once the store's RetryAfter of its answer has passed: other deciders can
 -- only add usage, so it could not pass sooner.
 local ceil, max, min = math.ceil, math.max, math.min
+local new_tab = require "table.new"
 
 local _M = {}
 local mt = { __index = _M }
@@ -71,6 +72,12 @@ function _M.new(lim, edge, opts)
   return self
 end
 
+-- generation returns an empty generation, sized for half of max_keys: it
+-- fills without rehashing.
+local function generation(self)
+  return new_tab(0, min(max(1, self.max_keys / 2), 65536))
+end
+
 -- reset_worker starts this worker's state: a limiter made in init_by_lua
 -- is forked into every worker, each with views and a timer of its own.
 function _M.reset_worker(self)
@@ -84,7 +91,7 @@ function _M.reset_worker(self)
   -- forgotten and views becomes old. A forgotten view that owes cost is
   -- still in the queue, which holds the views themselves: nothing owed is
   -- lost; the key's next check asks the store.
-  self.views, self.nkeys, self.nbytes = {}, 0, 0
+  self.views, self.nkeys, self.nbytes = generation(self), 0, 0
   self.old, self.nold = {}, 0
   -- queue[qhead .. qtail]: the views to send (pending cost or a refresh).
   self.queue, self.qhead, self.qtail = {}, 1, 0
@@ -97,7 +104,7 @@ end
 local function room(self, bytes)
   if self.nkeys >= max(1, self.max_keys / 2) or self.nbytes + bytes > self.max_bytes / 2 then
     self.stats.evicted = self.stats.evicted + self.nold
-    self.old, self.nold, self.views, self.nkeys, self.nbytes = self.views, self.nkeys, {}, 0, 0
+    self.old, self.nold, self.views, self.nkeys, self.nbytes = self.views, self.nkeys, generation(self), 0, 0
   end
 end
 
