@@ -8,15 +8,22 @@ redis-server:
   seed     seed 000's algorithm in access_by_lua: GET the previous minute,
            INCR the current one, EXPIRE, pipelined (lua-resty-redis)
   module   sluice's OpenResty module: access() in access_by_lua
-           (sync; async with first_sight 1; sync with the deny cache)
+           (sync; async; sync with the deny cache)
   auth     auth_request to `sluice serve` on the same Redis
            (examples/nginx.conf's pattern; a sync zone, an async zone)
 
 Rows (wrk -t2 -c64, random tokens in the query string):
 
   sync     100,000 tokens under their limits: seed, module sync, auth sync
-  async    the same traffic:                  seed, module async, auth async
+  async    the same traffic:                  seed, module sync, module async,
+                                              auth async
+  async1k  1,000 tokens, most over their limits after a few seconds:
+                                              seed, module sync, module async,
+                                              auth sync, auth async
   hot      10 tokens far over their limits:   seed, module deny cache, auth sync
+
+The module async runs with the module's default options unless
+-first-sight is given (the auth async zone gets the same first_sight).
 
 Each row runs its fronts in interleaved rounds (after one warm-up round
 each), and reports per front the median requests/s, the per-round ratio to
@@ -24,14 +31,15 @@ the seed of the same round, the median p99, the CPU per request of the
 front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
 
-  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight 1]
+  bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
+                     [-fronts sync,async]
                      [-stats] [-before DIR]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
 flushes). -before DIR adds to the async row the module async of another
 version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
-tar -x -C DIR), in rounds interleaved with the others.
+tar -x -C DIR), in rounds interleaved with the others (also in async1k).
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -148,6 +156,10 @@ def print_stats(port):
         print("async stats:", line)
 
 
+def fs_label(args):
+    return "defaults" if args.first_sight is None else f"first_sight {args.first_sight}"
+
+
 def callgrind(args, d, nginx, conf, port, rport):
     """Instructions (callgrind's Ir, user space) per request of one nginx
     worker: two runs of n1 and n2 requests from a fresh start and an empty
@@ -169,14 +181,15 @@ def callgrind(args, d, nginx, conf, port, rport):
     print("| front | tokens | Ir/request | statuses |")
     print("|---|---|---:|---|")
     fronts = (("seed", "/seed", 100000), ("module sync", "/sync", 100000),
-              (f"module async, first_sight {args.first_sight}", "/async", 100000),
+              (f"module async, {fs_label(args)}", "/async", 100000),
+              ("module sync", "/sync", 1000), (f"module async, {fs_label(args)}", "/async", 1000),
               ("seed", "/seed", 10), ("module deny cache", "/deny", 10),
               ("floor: proxy_pass, no Lua", "/floorproxy", 100000), ("floor: return 429, no Lua", "/floor429", 10),
               ("floor: access_by_lua ngx.exit(429)", "/floorlua429", 10),
               ("floor: access_by_lua, a constant denial as the module's", "/floorluadeny", 10))
     only = args.cg_fronts.split(",") if args.cg_fronts else None
     for name, path, tokens in fronts:
-        if only and path.strip("/") not in only:
+        if only and path.strip("/") not in only and f"{path.strip('/')}:{tokens}" not in only:
             continue
         ir = []
         for n in (n1, n2):
@@ -206,7 +219,7 @@ def main():
                     help="instead of wrk rounds: user-space instructions per request of one nginx worker "
                          "under valgrind (seed, module sync, async, deny cache, and the floors), load-independent")
     ap.add_argument("-cg-fronts", dest="cg_fronts", default="",
-                    help="with -callgrind, only these paths (comma-separated, e.g. deny,floor429)")
+                    help="with -callgrind, only these paths, or path:tokens (comma-separated, e.g. deny,floor429,async:100000)")
     ap.add_argument("-cg-keep", dest="cg_keep", default="",
                     help="with -callgrind, copy callgrind's output files to this directory (for callgrind_annotate)")
     ap.add_argument("-cg-n", dest="cg_n", default="3000,9000",
@@ -216,10 +229,12 @@ def main():
     ap.add_argument("-before", default="",
                     help="a directory holding another version's openresty/lib (git archive COMMIT openresty/lib | tar -x -C DIR): "
                          "the async row also runs the module async from it, side by side")
+    ap.add_argument("-fronts", default="",
+                    help="only these fronts of each row, by path (comma-separated, e.g. sync,async,asyncbefore); the seed always runs")
     ap.add_argument("-stats", action="store_true",
                     help="after each row, print the async limiter's counters of each worker of the async front")
-    ap.add_argument("-first-sight", dest="first_sight", type=int, default=1,
-                    help="the module's async first_sight (0: a key's first check asks Redis)")
+    ap.add_argument("-first-sight", dest="first_sight", type=int, default=None,
+                    help="the module's async first_sight (0: a key's first check asks Redis; default: the module's)")
     args = ap.parse_args()
     for tool in ("wrk", "redis-server", "go") + (("valgrind", "redis-cli") if args.callgrind else ()):
         if not shutil.which(tool):
@@ -253,6 +268,8 @@ zones:
         for p in (api_port, api_async_port):
             wait_port(p)
         seed = SEED_LUA.replace("REDIS_PORT", str(rport))
+        fs_opt = "" if args.first_sight is None else f", first_sight = {args.first_sight}"
+        fs_name = fs_label(args)
         lib = os.path.join(ROOT, "openresty", "lib")
         conf = f"""
 load_module /usr/lib/nginx/modules/ndk_http_module.so;
@@ -272,7 +289,7 @@ http {{
     init_by_lua_block {{
         local sluice = require "sluice"
         sluice.define("sync", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker" }})
-        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true, first_sight = {args.first_sight} }})
+        sluice.define("async", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", async = true{fs_opt} }})
         sluice.define("deny", {{ redis = "redis://127.0.0.1:{rport}", breaker = "sluice_breaker", deny_cache = "sluice_deny" }})
     }}
     upstream app {{ server 127.0.0.1:{up_port}; keepalive 64; }}
@@ -303,7 +320,7 @@ http {{
         # -stats: the async limiter's counters in the worker that answers.
         location = /_stats {{ content_by_lua_block {{
             local a = require("sluice").limiter("async").edge.async
-            local t = {{ "views=" .. a.nkeys, "first=" .. a.nfirst, "bytes=" .. a.nbytes }}
+            local t = {{ "views=" .. a.nkeys + a.nold, "queued=" .. a.qtail - a.qhead + 1, "bytes=" .. a.nbytes }}
             for k, v in pairs(a.stats) do t[#t + 1] = k .. "=" .. v end
             table.sort(t)
             ngx.say("pid=", ngx.worker.pid(), " ", table.concat(t, " "))
@@ -329,17 +346,25 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
 
         rows = {
             "sync": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), ("auth_request sync", "/auth", [serves[0].pid])]),
-            "async": (100000, [("seed", "/seed", []), (f"module async, first_sight {args.first_sight}", "/async", []), ("auth_request async", "/authasync", [serves[1].pid])]),
+            "async": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), (f"module async, {fs_name}", "/async", []),
+                               ("auth_request async", "/authasync", [serves[1].pid])]),
+            "async1k": (1000, [("seed", "/seed", []), ("module sync", "/sync", []), (f"module async, {fs_name}", "/async", []),
+                               ("auth_request sync", "/auth", [serves[0].pid]), ("auth_request async", "/authasync", [serves[1].pid])]),
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
         }
 
         if args.before:
-            rows["async"][1].insert(2, ("module async, before (-before)", "/asyncbefore", []))
+            for row in ("async", "async1k"):
+                rows[row][1].insert(3, ("module async, before (-before)", "/asyncbefore", []))
         if args.floor:
             for row in ("sync", "async"):
                 rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
             rows["hot"][1].append(("floor: return 429, no Lua", "/floor429", []))
             rows["hot"][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
+        if args.fronts:
+            keep = set(args.fronts.split(",")) | {"seed"}
+            for row in rows:
+                rows[row] = (rows[row][0], [f for f in rows[row][1] if f[1].strip("/") in keep])
         # Each front in an nginx of its own (the same configuration, its
         # own port): no front's state (coroutines, pools, the Lua heap)
         # touches another's, and its CPU is its own workers'.

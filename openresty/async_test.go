@@ -360,3 +360,110 @@ func TestAsyncFirstSightRecords(t *testing.T) {
 	}
 	until("the third key's record", func(f, fl, u, e int) bool { return f == 3 && fl == 2 && e == 1 })
 }
+
+// asyncStatsConf is asyncConfOpts with /stats, which prints the worker's
+// async counters named in the query (?names=local,sync), and the number
+// of views (tables) it holds.
+func asyncStatsConf(t *testing.T, redisURL, extra string) func(string) string {
+	stats := `
+        location = /stats {
+            content_by_lua_block {
+                local a = package.loaded.async_limiter.edge.async
+                local views = 0
+                for _, gen in ipairs({ a.views, a.old }) do
+                    for _, v in pairs(gen) do
+                        if type(v) == "table" then views = views + 1 end
+                    end
+                end
+                local out = { views }
+                for name in ngx.var.arg_names:gmatch("[^,]+") do out[#out + 1] = a.stats[name] end
+                ngx.say(table.concat(out, " "))
+            }
+        }
+`
+	return harnessConf(t, asyncConfOpts(redisURL, 1, extra)+stats)
+}
+
+func readInts(t *testing.T, url string, n int) []int {
+	t.Helper()
+	resp, err := newHTTPClient().Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := make([]int, n)
+	for i := range out {
+		if _, err := fmt.Fscan(resp.Body, &out[i]); err != nil {
+			t.Fatalf("reading %s: %v", url, err)
+		}
+	}
+	return out
+}
+
+// TestAsyncViewFromSecondSight: a key seen once costs no view; its second
+// check, decided by Redis, makes one, and its third is decided from it.
+// One worker, 30 keys of 100 per hour, each checked three times in turn.
+func TestAsyncViewFromSecondSight(t *testing.T) {
+	srv := redistest.Standalone(t)
+	front := startNginx(t, 1, asyncStatsConf(t, srv.URL(), ""))
+	prefix := fmt.Sprintf("seen-%d-", time.Now().UnixNano())
+	const keys = 30
+	stats := front.url + "/stats?names=local,sync"
+	for round, want := range [][3]int{{0, 0, keys}, {keys, 0, 2 * keys}, {keys, keys, 2 * keys}} {
+		for k := range keys {
+			if got := mustStatus(t, fmt.Sprintf("%s/async?limits=100r/h&key=%s%d", front.url, prefix, k)); got != http.StatusOK {
+				t.Fatalf("round %d, key %d: %d, want 200", round, k, got)
+			}
+		}
+		got := readInts(t, stats, 3)
+		if [3]int(got) != want {
+			t.Errorf("after round %d: views, local, sync = %v, want %v", round+1, got, want)
+		}
+	}
+}
+
+// TestAsyncDeniedKeyWaitsForRetryAfter: a key denied in the worker asks
+// Redis again only once the store's RetryAfter has passed, not every
+// interval: a key of 5 per hour, filled, then checked 60 times over more
+// than 20 flush intervals, is denied every time with no refresh sent (its
+// RetryAfter is minutes away), and Redis holds exactly 5.
+func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
+	srv := redistest.Standalone(t)
+	front := startNginx(t, 1, asyncStatsConf(t, srv.URL(), ""))
+	key := fmt.Sprintf("denied-%d", time.Now().UnixNano())
+	url := front.url + "/async?limits=5r/h&key=" + key
+	admitted := 0
+	for i := range 70 {
+		switch got := mustStatus(t, url); got {
+		case http.StatusOK:
+			admitted++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("check %d: %d", i, got)
+		}
+		if i >= 10 {
+			// Pacing, not waiting for a state: the denials span many
+			// flush intervals (50 ms), each of which used to refresh.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if admitted != 5 {
+		t.Errorf("admitted %d, want 5", admitted)
+	}
+	if got := readInts(t, front.url+"/stats?names=refreshes", 2)[1]; got != 0 {
+		t.Errorf("%d refreshes of a key whose RetryAfter is minutes away, want 0", got)
+	}
+	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var d sluice.Decision
+	peek := sluice.Check{Hits: []sluice.Hit{{Zone: "async", Key: key, Limit: sluice.Limit{Rate: 5, Window: time.Hour}}}}
+	if err := s.Check(context.Background(), peek, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Hits[0].Used != 5 {
+		t.Errorf("Redis records %v, want 5", d.Hits[0].Used)
+	}
+}

@@ -710,12 +710,13 @@ local function access_site(self, opts, site, key)
       return http.deny_site(opts.status or 429, site, d)
     end
   end
-  -- Async, one limit, no deny cache: a first sight (or an answer kept
-  -- with it) is decided without the check's tables.
+  -- Async, one limit, no deny cache: a check decided from a view, or a
+  -- first sight, is decided without the check's tables.
   local async, tried = edge.async, nil
   if id and async and site.n == 1 and not edge.deny then
     local d = async:decide_one(site.ls[1], site.zone, key, id)
     if d then
+      if not d.allowed then return http.deny_site(opts.status or 429, site, d) end
       if opts.headers ~= "denied" then http.set_site_fields(site, d) end
       return d
     end
