@@ -21,8 +21,9 @@ const (
 	// calls for a key admitted 10,000 times a second by 1,000 times.
 	DefaultSyncInterval = 100 * time.Millisecond
 	// DefaultFlushers is the number of flusher goroutines: store calls in
-	// flight at once during a flush round. The Redis store coalesces
-	// concurrent calls into batched script calls.
+	// flight at once during a flush round while no check waits on the
+	// store. The Redis store coalesces concurrent calls into batched
+	// script calls.
 	DefaultFlushers = 16
 	// DefaultAsyncMaxKeys bounds the keys an Async limiter tracks.
 	DefaultAsyncMaxKeys = 100_000
@@ -44,9 +45,9 @@ type AsyncOptions struct {
 	// SyncInterval is how often each key's pending cost is sent to the
 	// store, and its view refreshed from the reply. A key is sent sooner,
 	// at once, when its unsent cost reaches half of what its view says
-	// remains. It should be shorter than the smallest window checked
-	// through the limiter (the server refuses a longer one): cost owed for
-	// longer than its window is dropped. Must be >= 0; zero means
+	// remains. A hit whose limit's window is not longer than SyncInterval
+	// is decided by the store synchronously: its cost, sent a round later,
+	// could fall in the next window. Must be >= 0; zero means
 	// DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
 	// Processes is the number of processes sharing the store's keys, or 1.
@@ -55,61 +56,39 @@ type AsyncOptions struct {
 	// the worst-case over-admission by about Processes (see the package
 	// doc). Must be >= 0; zero means 1.
 	Processes int
-	// Flushers is the number of goroutines that send pending cost: the
-	// store calls in flight at once. Must be >= 0; zero means
-	// DefaultFlushers (16).
+	// Flushers is the most store calls a flush round has in flight at
+	// once. While checks of this limiter wait on the store, a round has
+	// one call in flight, so that flushes do not delay those checks. Must
+	// be >= 0; zero means DefaultFlushers (16).
 	Flushers int
 	// MaxKeys bounds the keys tracked. A check of a key that finds the
 	// table full is passed to the store synchronously (AsyncStats.Overflow).
-	// It also sizes the seen table (FirstSight 0): at least MaxKeys
-	// entries (114,688 for the default).
 	// Must be >= 0; zero means DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus a fixed
-	// overhead of 400 bytes per key, like MaxKeys, and of the seen table
-	// (FirstSight 0: 73 bytes per entry, 8 MiB for the default MaxKeys,
-	// allocated by NewAsync, at most a quarter of MaxBytes; what it takes
-	// is not left for keys). Must be
-	// >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
+	// overhead of 400 bytes per key, and of the filter of keys seen (2
+	// bytes per key of MaxKeys, rounded up to a power of two), like
+	// MaxKeys. Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
 	// checks go to the store synchronously (while the store fails, that is
-	// to its failure policy) until a reply refreshes it. Must be >= 0;
-	// zero means DefaultMaxViewAge (1m).
+	// to its failure policy) until a reply refreshes it. A key idle for
+	// longer, owing nothing, is forgotten. Must be >= 0; zero means
+	// DefaultMaxViewAge (1m).
 	MaxViewAge time.Duration
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
 	// FirstSight is the cost a process admits locally on a key it has no
-	// view of: up to FirstSight (and the limit's Rate) per key, process and
-	// window of the key's first admission, recorded in the store with the
-	// next round (in batches when the store is a BatchRecorder, as the
-	// Redis store is). A key seen once then costs a 48-byte entry of a
-	// table of 2 × MaxKeys entries (allocated when FirstSight > 0) and a
-	// record until the next round, no slot. A record that created the key
-	// in the store (the Redis store says so of a sliding window not stored
-	// yet) is the store's answer: the key's next checks are decided
-	// locally from it, as from a check's reply.
-	// What the store refuses, because the key was already full, is
-	// over-admission, counted in AsyncStats.Unrecorded: at most FirstSight
-	// per key, process and window (see docs/failure.md, "First sight").
-	// Must be >= 0; zero, the default, checks a key's first sight with the
-	// store synchronously, so the accuracy bound does not depend on how
-	// many distinct keys clients send.
-	//
-	// Second sight (FirstSight 0): the store's answer to a key's first
-	// check is kept, not in a slot (a heap object with the key's strings),
-	// but in the seen table: a set-associative array of at least MaxKeys
-	// entries of 73 bytes, no pointers, allocated once. The key's next check,
-	// within MaxViewAge and with the same limit, makes the slot from that
-	// answer and is decided locally, exactly as from a slot made by the
-	// answer: no store call is added. So a key checked once costs no slot,
-	// map entry or garbage; a key checked again costs what it did. The
-	// cost: a key whose entry was taken meanwhile by other keys seen once
-	// (a full set of 7 gives its entries up in turn) is asked of the
-	// store again at its second check, and gets its slot at its third.
-	// A MaxBytes too small for the table (under 128 KiB) keeps the old
-	// rule: a slot at the first answer.
+	// view of, up to the limit's Rate: the key's slot starts with a view
+	// of FirstSight remaining, and its cost is sent with the next round,
+	// whose reply becomes the view. What the store refuses, because the
+	// key was already full, is over-admission counted in
+	// AsyncStats.Unrecorded: at most FirstSight per key and process until
+	// the key is forgotten (see docs/failure.md, "First sight"). Must be
+	// >= 0; zero, the default, asks the store about a key's first checks,
+	// so the accuracy bound does not depend on how many distinct keys
+	// clients send.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
@@ -122,8 +101,9 @@ type AsyncOptions struct {
 // AsyncStats is a snapshot of an Async limiter's counters and gauges.
 type AsyncStats struct {
 	// Local counts decisions made from the local view; Sync those passed
-	// to the store (no view yet, a stale one, a full table, or a key whose
-	// budget here is spent while the store may still allow it).
+	// to the store (no view yet, a stale one, a full table, a window not
+	// longer than SyncInterval, or a key whose budget here is spent while
+	// the store may still allow it).
 	Local, Sync uint64
 	// FirstSight counts checks admitted locally on a key's first sight
 	// (AsyncOptions.FirstSight).
@@ -160,12 +140,12 @@ type AsyncStats struct {
 // the cost admitted here and not yet sent, and sends each key's pending
 // cost to the store in the background every SyncInterval. Its local
 // decisions have Source sluice.FromLocalView. A key without a usable view
-// is decided by the store synchronously (or admitted up to FirstSight;
-// without FirstSight, its first answer waits in the seen table for the
-// key's second check, which makes its slot: see AsyncOptions.FirstSight);
-// so is a key whose budget here is spent while no denial by the store
-// stands on it, one caller per key at a time. It is safe for concurrent
-// use. It runs one coordinating goroutine and Flushers flusher goroutines,
+// is decided by the store synchronously (or admitted up to FirstSight);
+// the store's answer becomes the key's view from the key's second answer
+// on, so a key checked once costs no slot. A key whose budget here is
+// spent while no denial by the store stands on it is asked of the store
+// too, one caller per key at a time. It is safe for concurrent use. It
+// runs one coordinating goroutine and Flushers flusher goroutines,
 // whatever the traffic; Close stops them after sending everything
 // pending. Make one with NewAsync: the zero value has no store, and its
 // Check returns an error wrapping sluice.ErrInvalid.
@@ -184,9 +164,8 @@ type Async struct {
 	log        *slog.Logger
 	logs       throttle
 
-	secret secret      // keys the fingerprints of slots
-	first  *firstTable // nil without FirstSight
-	seen   *seenTable  // nil with FirstSight, or a MaxBytes too small for it
+	secret secret // keys the fingerprints of slots
+	seen   seenFilter
 	shards [asyncShards]asyncShard
 	nextID atomic.Uint64
 	keys   atomic.Int64
@@ -201,6 +180,9 @@ type Async struct {
 	// flushNow asks run for a round now; it closes the channel sent when
 	// the round is over.
 	flushNow chan chan struct{}
+	// callMu makes flush calls one at a time while checks wait on the
+	// store (see Flushers).
+	callMu sync.Mutex
 
 	work     chan flushItem
 	round    sync.WaitGroup
@@ -215,14 +197,13 @@ type Async struct {
 	// own context ends, so that no flush outlives Close's deadline.
 	callCtx     context.Context
 	cancelCalls context.CancelFunc
-	spare       [2][]*slot // the queues' other buffers, the coordinator's own
 	closeErr    error
 	closeCtx    context.Context
 	// sweepHook, set by tests only, runs after sweep removed s, with s
 	// unlocked and its shard locked: a check arriving just then.
 	sweepHook func(s *slot)
 
-	asking                           atomic.Int64 // checkSync calls under way (see yield)
+	asking                           atomic.Int64 // store calls of checks under way
 	local, sync, overflow, firstSeen atomic.Uint64
 	pending                          atomic.Int64
 	flushes, flushCalls, flushErrs   atomic.Uint64
@@ -250,24 +231,20 @@ type slotKey struct {
 }
 
 // A slot is one key tracked by an Async limiter: one state in the store.
+// Its fields but fp and id are guarded by mu.
 type slot struct {
 	fp fingerprint
 	id uint64 // lock order
 
 	mu  sync.Mutex
 	key slotKey
-	// The view: the store's last reply, at viewAt (ns since base; 0: none).
-	// blind marks a first-sight view, FirstSight and not a reply.
-	remaining              int64
-	used                   float64
-	retryAfter, resetAfter time.Duration
-	viewAt                 int64
-	blind                  bool
-	// fromRecord marks a view made from a first-sight record that created
-	// the key in the store (see recordedView): any reply replaces it.
-	fromRecord bool
-	// A denial by the store of deniedCost, which stands (for that cost or
-	// more) until deniedUntil: other traffic can only add usage.
+	// view is the store's last answer, at viewAt (ns since base; 0: none).
+	// blind marks a first-sight view: FirstSight, not an answer.
+	view   sluice.HitResult
+	viewAt int64
+	blind  bool
+	// A denial by the store of deniedCost stands (for that cost or more)
+	// until deniedUntil: other traffic can only add usage.
 	deniedCost, deniedUntil int64
 	// pending is admitted here and not sent, by age in owed; inflight is
 	// being sent.
@@ -307,19 +284,14 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 		return nil, err
 	}
 	a := &Async{
-		next: next, interval: opts.SyncInterval, processes: int64(opts.Processes),
-		maxKeys: int64(opts.MaxKeys), maxBytes: opts.MaxBytes, maxViewAge: opts.MaxViewAge,
-		timeout: opts.FlushTimeout, firstSight: opts.FirstSight, now: opts.Now, log: opts.Logger, secret: newSecret(),
+		next: next, interval: orDefault(opts.SyncInterval, DefaultSyncInterval), processes: max(int64(opts.Processes), 1),
+		maxKeys: orDefault(int64(opts.MaxKeys), DefaultAsyncMaxKeys), maxBytes: orDefault(opts.MaxBytes, DefaultAsyncMaxBytes),
+		maxViewAge: orDefault(opts.MaxViewAge, DefaultMaxViewAge), timeout: orDefault(opts.FlushTimeout, DefaultFlushTimeout),
+		firstSight: opts.FirstSight, now: opts.Now, log: opts.Logger, secret: newSecret(),
 		kick: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
 		idle: make(chan struct{}),
 	}
 	a.callCtx, a.cancelCalls = context.WithCancel(context.Background())
-	a.interval = orDefault(a.interval, DefaultSyncInterval)
-	a.maxViewAge = orDefault(a.maxViewAge, DefaultMaxViewAge)
-	a.timeout = orDefault(a.timeout, DefaultFlushTimeout)
-	a.processes = max(a.processes, 1)
-	a.maxKeys = orDefault(a.maxKeys, DefaultAsyncMaxKeys)
-	a.maxBytes = orDefault(a.maxBytes, DefaultAsyncMaxBytes)
 	a.clock = func() time.Duration { return time.Since(a.base) } // the monotonic clock alone
 	if opts.Now != nil {
 		a.clock = func() time.Duration { return opts.Now().Sub(a.base) }
@@ -334,11 +306,8 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	for i := range a.shards {
 		a.shards[i].m = make(map[fingerprint]*slot)
 	}
-	if a.firstSight > 0 {
-		a.first = newFirstTable(a.maxKeys)
-	} else if a.seen = newSeenTable(a.maxKeys, a.maxBytes); a.seen != nil {
-		a.maxBytes -= a.seen.bytes // what is left for slots
-	}
+	a.seen.init(a.maxKeys, a.maxBytes)
+	a.maxBytes -= a.seen.bytes()
 	flushers := orDefault(opts.Flushers, DefaultFlushers)
 	a.work = make(chan flushItem, flushers)
 	for range flushers {
@@ -399,13 +368,13 @@ func (a *Async) Stats() AsyncStats {
 
 // fingerprint returns the 128-bit digest of the state identity of k
 // (ident.State: zone, key, group, algorithm, window, bucket), the slots'
-// map key: one pass over its strings. Nothing else is in it: not the
-// limit's Name, Rate or shadow flags, nor the spelling of the default
-// algorithm. So two checks that share a state share one slot and one
-// budget, also across a reload that changes the rate (the slot then takes
-// the new limit, see Async.decide).
+// map key. Nothing else is in it: not the limit's Name, Rate or shadow
+// flags, nor the spelling of the default algorithm. So two checks that
+// share a state share one slot and one budget, also across a reload that
+// changes the rate (the slot then takes the new limit, see Async.decide).
 func (a *Async) fingerprint(k *slotKey) fingerprint {
-	st := stateOf(k)
+	l := &k.hit.Limit
+	st := ident.State{Zone: k.hit.Zone, Key: k.hit.Key, Group: k.group, Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
 	var h hasher
 	h.init(&a.secret)
 	h.str(st.Zone)
@@ -416,26 +385,12 @@ func (a *Async) fingerprint(k *slotKey) fingerprint {
 	return h.sum()
 }
 
-// stateOf returns the identity of the state k's hit names in the store.
-func stateOf(k *slotKey) ident.State {
-	l := &k.hit.Limit
-	return ident.State{Zone: k.hit.Zone, Key: k.hit.Key, Group: k.group,
-		Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
-}
-
 // slotKeyOf returns what a slot of c's hit i sends its cost with.
 func slotKeyOf(c *sluice.Check, i int) slotKey {
 	h := c.Hits[i]
 	h.Limit.Name = "" // changes nothing the store decides; not kept
 	h.Limit.Algorithm = h.Limit.Algo()
 	return slotKey{hit: h, group: c.Group, shadow: c.Shadow}
-}
-
-// sameLimit reports whether s, locked, was last checked with the limit
-// and shadow flag of k: if not, its view was computed against another
-// limit and is not used.
-func (s *slot) sameLimit(k *slotKey) bool {
-	return s.key.hit.Limit == k.hit.Limit && s.key.shadow == k.shadow
 }
 
 func (a *Async) shard(fp fingerprint) *asyncShard {
@@ -465,13 +420,22 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 		return nil
 	}
 	s := &slot{key: *k, fp: fp, id: a.nextID.Add(1)}
-	if a.seen != nil {
-		a.seen.meta(fp).Add(1) // the set's count of slots
-	}
 	sh.m[fp] = s
 	a.keys.Add(1)
 	a.bytes.Add(size)
 	return s
+}
+
+// remove deletes s, locked, from sh, whose lock is held, and marks it dead
+// so that a check holding it goes to the store; its pending cost is
+// forgotten.
+func (a *Async) remove(sh *asyncShard, s *slot) {
+	s.dead = true
+	a.pending.Add(-s.pending)
+	s.pending, s.owed = 0, owed{}
+	delete(sh.m, s.fp)
+	a.keys.Add(-1)
+	a.bytes.Add(-keyBytes(&s.key))
 }
 
 // keyBytes is what a slot of k is counted for: the strings of its
@@ -479,4 +443,57 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 // slotOverhead.
 func keyBytes(k *slotKey) int64 {
 	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
+}
+
+// seenFilter remembers, one bit per key, the keys the store answered
+// about that have no slot: a key gets its slot at its second answer, so a
+// key checked once (per-client limits over many clients) costs no slot,
+// map entry or garbage. A bit shared by two keys makes a slot at the
+// first answer (about 1 key in 16 when the filter is full); the sweep
+// clears the filter once it has taken MaxKeys keys, and a key seen once
+// just before then is asked about once more.
+type seenFilter struct {
+	bits  []atomic.Uint64
+	added atomic.Int64
+	limit int64
+}
+
+// init sizes f for keys, within a quarter of maxBytes.
+func (f *seenFilter) init(keys, maxBytes int64) {
+	n := int64(64)
+	for n < 16*keys && n <= maxBytes {
+		n <<= 1
+	}
+	f.bits, f.limit = make([]atomic.Uint64, n/64), keys
+}
+
+func (f *seenFilter) bytes() int64 { return int64(len(f.bits)) * 8 }
+
+// see marks fp seen and reports whether it was already.
+func (f *seenFilter) see(fp fingerprint) bool {
+	w, bit := &f.bits[fp.lo%uint64(len(f.bits))], uint64(1)<<(fp.hi%64)
+	if w.Load()&bit != 0 {
+		return true
+	}
+	if w.Or(bit)&bit != 0 {
+		return true
+	}
+	f.added.Add(1)
+	return false
+}
+
+// forget clears fp's bit, and the keys that share it (after a reset).
+func (f *seenFilter) forget(fp fingerprint) {
+	f.bits[fp.lo%uint64(len(f.bits))].And(^(uint64(1) << (fp.hi % 64)))
+}
+
+// clearIfFull clears the filter once it has taken its MaxKeys keys.
+func (f *seenFilter) clearIfFull() {
+	if f.added.Load() < f.limit {
+		return
+	}
+	for i := range f.bits {
+		f.bits[i].Store(0)
+	}
+	f.added.Store(0)
 }

@@ -48,7 +48,7 @@ func BenchmarkAsyncFirstSightLocal(b *testing.B) {
 	}
 	var next atomic.Int64
 	runCallers(b, a, nil, func(*rand.Rand) sluice.Check {
-		return check(1, hit(names[int(next.Add(1)-1)%keys], "10r/m", sluice.SlidingWindow))
+		return check(1, hit(names[int(next.Add(1)-1)%keys], "10r/d", sluice.SlidingWindow))
 	})
 	// Keys whose set of the table was full went to the store.
 	b.ReportMetric(float64(a.Stats().Sync)/float64(b.N), "sync/op")

@@ -35,73 +35,23 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return a.next.Check(ctx, c, d)
 	}
 	now := a.mono()
-	var slots [sluice.MaxHits]*slot
+	var buf [sluice.MaxHits]*slot
+	var fps [sluice.MaxHits]fingerprint
+	slots := buf[:len(c.Hits)]
 	for i := range c.Hits {
+		if c.Hits[i].Limit.Window <= a.interval {
+			// Its cost, sent a round later, could count in the next window.
+			return a.checkSync(ctx, c, d, now, nil, nil)
+		}
 		k := slotKeyOf(&c, i)
-		fp := a.fingerprint(&k)
-		var made uint64 // see seeAnswer
-		if a.seen == nil {
-			slots[i] = a.slot(fp)
-		} else if meta := a.seen.meta(fp).Load(); uint32(meta) > 0 {
-			made = meta / madeOne
-			slots[i] = a.slot(fp)
-		} else {
-			// No slot of the key's set, so none of the key: the map is
-			// not read (most keys seen once).
-			made = meta / madeOne
-		}
-		if slots[i] != nil {
-			continue
-		}
-		switch {
-		case a.seen != nil:
-			if slots[i] = a.promote(&k, fp, now); slots[i] == nil {
-				return a.checkSeen(ctx, &c, i, fp, made, d, now)
-			}
-		case len(c.Hits) == 1 && a.first != nil:
-			return a.checkFirst(ctx, &c, fp, d)
-		default:
-			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
-				return a.checkSync(ctx, c, d, now, nil)
+		fps[i] = a.fingerprint(&k)
+		if slots[i] = a.slot(fps[i]); slots[i] == nil {
+			if slots[i] = a.firstSightSlot(&c, &k, fps[i], now); slots[i] == nil {
+				return a.checkSync(ctx, c, d, now, nil, fps[:len(c.Hits)])
 			}
 		}
 	}
-	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
-}
-
-// checkFirst decides c, of one hit whose key has no slot, on first sight
-// or by the store (see admitFirst).
-func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
-	for waited := false; ; waited = true {
-		now := a.mono()
-		ok, wait, owed, made, madeAt := a.admitFirst(c, fp, now, d)
-		if ok {
-			return nil
-		}
-		if made > 0 {
-			if s := a.madeSlot(c, fp, made, madeAt, now); s != nil {
-				return a.decideOrAsk(ctx, c, []*slot{s}, d)
-			}
-			return a.checkSync(ctx, *c, d, now, nil)
-		}
-		if owed.cost > 0 {
-			return a.checkWithRecord(ctx, c, owed, now, d)
-		}
-		if wait == nil || waited {
-			// After one round the cost was sent, or failed to be: the
-			// store is as good a judge as any (a failing one decides by
-			// its policy).
-			if s := a.slot(fp); s != nil {
-				return a.decideOrAsk(ctx, c, []*slot{s}, d)
-			}
-			return a.checkSync(ctx, *c, d, now, nil)
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("edge: check: waiting for the key's first-sight cost to be sent: %w", ctx.Err())
-		}
-	}
+	return a.decideOrAsk(ctx, &c, slots, d)
 }
 
 // checkDone ends a check; the last one to end after Close wakes it.
@@ -128,7 +78,8 @@ func (a *Async) firstSightSlot(c *sluice.Check, k *slotKey, fp fingerprint, now 
 	}
 	s.mu.Lock()
 	if s.viewAt == 0 {
-		s.remaining, s.viewAt, s.blind, s.lastUse = min(a.firstSight, k.hit.Limit.Rate), now, true, now
+		s.view = sluice.HitResult{Remaining: min(a.firstSight, k.hit.Limit.Rate)}
+		s.viewAt, s.blind, s.lastUse = now, true, now
 	}
 	s.mu.Unlock()
 	return s
@@ -150,9 +101,9 @@ const (
 // decideOrAsk decides c from the views of its slots, or asks the store:
 // one caller per key at a time, the others waiting for its answer and
 // deciding from the view it brings (a denial that stands, or room); if it
-// brings neither, each asks the store itself. A key is asked about only when
-// nothing admitted here is unsent on it (else the store, not knowing that
-// cost, would admit it again): the caller first waits for the key's
+// brings neither, each asks the store itself. A key is asked about only
+// when nothing admitted here is unsent on it (else the store, not knowing
+// that cost, would admit it again): the caller first waits for the key's
 // flush. If the flushes keep failing, it decides from the view after
 // maxWaits waits, as during any outage.
 func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot, d *sluice.Decision) error {
@@ -178,7 +129,7 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 				s.asking = true
 			}
 			unlock(slots, order)
-			return a.checkSync(ctx, *c, d, now, slots)
+			return a.checkSync(ctx, *c, d, now, slots, nil)
 		}
 		unlock(slots, order)
 		select {
@@ -236,25 +187,42 @@ func unlock(slots []*slot, order []uint8) {
 	}
 }
 
+// lockOrder returns the indexes of slots in the order of their ids, the
+// order in which they are locked.
+func lockOrder(slots []*slot) []uint8 {
+	var buf [sluice.MaxHits]uint8
+	order := buf[:len(slots)]
+	for i := range order {
+		order[i] = uint8(i)
+		for j := i; j > 0 && slots[order[j]].id < slots[order[j-1]].id; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	return order
+}
+
 // checkSync passes c to the store and takes its reply as the view of c's
-// keys. asked are c's slots, marked as being asked by this caller, or nil.
-func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot) error {
+// keys. asked are c's slots, marked as being asked by this caller, or nil:
+// then fps, when not nil, are the keys' fingerprints, and a key without a
+// slot gets one if it was answered before (see seenFilter).
+func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot, fps []fingerprint) error {
 	a.sync.Add(1)
 	a.asking.Add(1)
 	err := a.next.Check(ctx, c, d)
 	a.asking.Add(-1)
 	// A degraded decision says nothing of the shared usage.
 	ok := err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits)
-	full := false
 	for i := range c.Hits {
-		s := (*slot)(nil)
-		if asked != nil {
+		var s *slot
+		switch {
+		case asked != nil:
 			s = asked[i]
-		} else if ok {
-			k := slotKeyOf(&c, i)
-			if s = a.addSlot(&k, a.fingerprint(&k)); s == nil {
-				full = true
-				continue
+		case ok && fps != nil:
+			if s = a.slot(fps[i]); s == nil && a.seen.see(fps[i]) {
+				k := slotKeyOf(&c, i)
+				if s = a.addSlot(&k, fps[i]); s == nil {
+					a.overflow.Add(1)
+				}
 			}
 		}
 		if s == nil {
@@ -270,51 +238,19 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 		}
 		s.mu.Unlock()
 	}
-	if full {
-		a.overflow.Add(1)
-	}
 	if asked != nil {
 		runtime.Gosched() // let the callers woken run (see DenyCache.leave)
 	}
 	return err
 }
 
-// checkSeen passes c to the store, whose hit i (fingerprint fp) has no
-// slot, and takes its reply as the view of c's keys: of their slots, or
-// else of their entries in the seen table. The key's next check makes its
-// slot (see promote), so a key checked once costs no slot. made is the
-// count of slots made from fp's set of the seen table read before the
-// check found fp had no slot (see seeAnswer).
-func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp fingerprint, made uint64, d *sluice.Decision, now int64) error {
-	a.sync.Add(1)
-	a.asking.Add(1)
-	err := a.next.Check(ctx, *c, d)
-	a.asking.Add(-1)
-	// A degraded decision says nothing of the shared usage.
-	if err != nil || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
-		return err
-	}
-	for j := range c.Hits {
-		if j == i {
-			a.seeAnswer(c, j, fp, made, &d.Hits[j], now)
-			continue
-		}
-		// A key with a slot, or not looked up: a count older than any
-		// to come has its slot looked up.
-		k := slotKeyOf(c, j)
-		fpj := a.fingerprint(&k)
-		a.seeAnswer(c, j, fpj, a.seen.meta(fpj).Load()/madeOne-1, &d.Hits[j], now)
-	}
-	return nil
-}
-
 // setView takes r, the store's answer about hit i of c at now, as the view
-// of s, locked: the last limit checked is the slot's, and a denial stands
-// until its RetryAfter (see hold).
+// of s, locked, unless a later answer is the view: the last limit checked
+// is the slot's, and a denial stands until its RetryAfter (see hold).
 func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
 	s.lastUse = max(s.lastUse, now)
-	if now < s.viewAt && !s.fromRecord {
-		return // a later answer is already the view
+	if now < s.viewAt && !s.blind {
+		return
 	}
 	s.key = slotKeyOf(c, i)
 	s.setView(r, now)
@@ -325,9 +261,7 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 
 // setView takes r, the store's answer about s's key at at, as s's view.
 func (s *slot) setView(r *sluice.HitResult, at int64) {
-	s.remaining, s.used = r.Remaining, r.Used
-	s.retryAfter, s.resetAfter = r.RetryAfter, r.ResetAfter
-	s.viewAt, s.blind, s.fromRecord = at, false, false
+	s.view, s.viewAt, s.blind = *r, at, false
 	s.deniedCost, s.deniedUntil = 0, 0
 }
 
@@ -338,9 +272,9 @@ func (s *slot) unsent() int64 { return s.pending + s.inflight }
 // what remained at the last one, or its share of it among processes.
 func (a *Async) budget(s *slot) int64 {
 	if s.blind {
-		return s.remaining // first sight: not a reply, not shared
+		return s.view.Remaining // first sight: not a reply, not shared
 	}
-	return (s.remaining + a.processes - 1) / a.processes
+	return (s.view.Remaining + a.processes - 1) / a.processes
 }
 
 // denied reports whether a denial by the store of cost on s's key, locked,
@@ -358,15 +292,16 @@ func (a *Async) isShort(c *sluice.Check, s *slot, now int64) bool {
 
 // decide decides c from the views of its slots, all locked. It reports
 // noView when a view cannot be used (none, too old, computed for another
-// limit, or the slot was dropped meanwhile) and short when a non-shadow
-// hit does not fit in its budget while no denial by the store stands on
-// it, unless force: then only the store knows, and d is not written.
+// limit or shadow flag, or the slot was dropped meanwhile) and short when
+// a non-shadow hit does not fit in its budget while no denial by the store
+// stands on it, unless force: then only the store knows, and d is not
+// written.
 func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Decision, force bool) verdict {
 	v := decided
 	deny := false
 	for i, s := range slots {
 		k := slotKeyOf(c, i)
-		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge || !s.sameLimit(&k) {
+		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge || s.key.hit.Limit != k.hit.Limit || s.key.shadow != k.shadow {
 			return noView
 		}
 		if c.Shadow || c.Hits[i].Limit.Shadow || s.unsent()+c.Cost <= a.budget(s) {
@@ -384,8 +319,7 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 	d.Prepare(len(slots))
 	for i, s := range slots {
 		shadow := c.Shadow || c.Hits[i].Limit.Shadow
-		fits := s.unsent()+c.Cost <= a.budget(s)
-		d.Hits[i] = sluice.HitResult{Allowed: fits, Shadow: shadow}
+		d.Hits[i] = sluice.HitResult{Allowed: s.unsent()+c.Cost <= a.budget(s), Shadow: shadow}
 	}
 	d.Conclude(sluice.FromLocalView)
 	for i, s := range slots {
@@ -415,6 +349,33 @@ func (a *Async) admit(s *slot, cost, now int64) {
 	}
 }
 
+// result fills r, whose Allowed and Shadow are set, from s's view.
+func (a *Async) result(s *slot, now int64, r *sluice.HitResult) {
+	age := time.Duration(now - s.viewAt)
+	unsent := s.unsent()
+	r.Used = s.view.Used + float64(unsent)
+	r.Remaining = max(0, s.view.Remaining-unsent)
+	r.ResetAfter = max(0, s.view.ResetAfter-age)
+	if !r.Allowed {
+		// The store's own wait, which stands; a shadow hit's without one
+		// is the next flush.
+		if r.RetryAfter = s.view.RetryAfter - age; r.RetryAfter <= 0 {
+			r.RetryAfter = a.interval
+		}
+	}
+}
+
+// enqueue puts s, locked, on the queue unless it is there.
+func (a *Async) enqueue(s *slot) {
+	if s.queued {
+		return
+	}
+	s.queued = true
+	a.qmu.Lock()
+	a.queue = append(a.queue, s)
+	a.qmu.Unlock()
+}
+
 // urgentFlush queues s, locked, on the urgent queue, which a kick sends
 // at once, unless it is there.
 func (a *Async) urgentFlush(s *slot) {
@@ -431,78 +392,17 @@ func (a *Async) urgentFlush(s *slot) {
 	}
 }
 
-// result fills r, whose Allowed and Shadow are set, from s's view.
-func (a *Async) result(s *slot, now int64, r *sluice.HitResult) {
-	age := time.Duration(now - s.viewAt)
-	unsent := s.unsent()
-	r.Used = s.used + float64(unsent)
-	r.Remaining = max(0, s.remaining-unsent)
-	r.ResetAfter = max(0, s.resetAfter-age)
-	if !r.Allowed {
-		// The store's own wait, which stands; a shadow hit's without one
-		// is the next flush.
-		if r.RetryAfter = s.retryAfter - age; r.RetryAfter <= 0 {
-			r.RetryAfter = a.interval
-		}
-	}
-}
-
-// lockOrder returns the indexes of slots in the order of their ids, the
-// order in which they are locked.
-func lockOrder(slots []*slot) []uint8 {
-	var buf [sluice.MaxHits]uint8
-	order := buf[:len(slots)]
-	for i := range order {
-		order[i] = uint8(i)
-		for j := i; j > 0 && slots[order[j]].id < slots[order[j-1]].id; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
-	}
-	return order
-}
-
-// enqueue puts s, locked, on the queue unless it is there.
-func (a *Async) enqueue(s *slot) {
-	if s.queued {
-		return
-	}
-	s.queued = true
-	a.qmu.Lock()
-	a.queue = append(a.queue, s)
-	a.qmu.Unlock()
-}
-
 // Reset implements sluice.Limiter: it forgets c's keys here, their pending
 // cost included (a reset forgets usage), then resets them in the store.
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 	if a.next == nil {
 		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
 	}
-	if a.first != nil {
-		// A first-sight record of the key waiting to be sent would be
-		// recorded after the reset: forget the key's sighting, then send
-		// every record now, so that the reset forgets them too.
-		for i := range c.Hits {
-			k := slotKeyOf(&c, i)
-			a.forgetFirst(a.fingerprint(&k))
-		}
-		if a.first.held.Load() > 0 && !a.closed.Load() {
-			if err := a.Flush(ctx); err != nil {
-				return fmt.Errorf("edge: reset: %w", err)
-			}
-		}
-	}
-	if a.seen != nil {
-		// The store's answers about the keys, from before the reset.
-		for i := range c.Hits {
-			k := slotKeyOf(&c, i)
-			a.forgetSeen(a.fingerprint(&k))
-		}
-	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fp := a.fingerprint(&k)
+		a.seen.forget(fp)
 		sh := a.shard(fp)
 		sh.mu.Lock()
 		if s := sh.m[fp]; s != nil {
@@ -539,19 +439,4 @@ func (s *slot) waitFlush(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// remove deletes s, locked, from sh, whose lock is held, and marks it dead
-// so that a check holding it goes to the store; its pending cost is
-// forgotten.
-func (a *Async) remove(sh *asyncShard, s *slot) {
-	s.dead = true
-	a.pending.Add(-s.pending)
-	s.pending, s.owed = 0, owed{}
-	delete(sh.m, s.fp)
-	if a.seen != nil {
-		a.seen.meta(s.fp).Add(^uint64(0)) // the set's count of slots, less one
-	}
-	a.keys.Add(-1)
-	a.bytes.Add(-keyBytes(&s.key))
 }

@@ -52,9 +52,6 @@ func (a *Async) drain(t *time.Ticker) {
 		a.qmu.Lock()
 		left := len(a.queue) + len(a.urgent)
 		a.qmu.Unlock()
-		if a.first != nil {
-			left += int(a.first.held.Load())
-		}
 		if left == 0 {
 			return
 		}
@@ -80,7 +77,6 @@ const batchSlots = 64
 type flushItem struct {
 	slots  []*slot
 	urgent bool
-	first  []firstRecord // first-sight records, sent apart from slots
 }
 
 // flushRound sends the pending cost of every queued key (of the urgent
@@ -88,57 +84,39 @@ type flushItem struct {
 func (a *Async) flushRound(urgentOnly bool) {
 	a.qmu.Lock()
 	urgent := a.urgent
-	a.urgent = a.spare[1][:0]
+	a.urgent = nil
 	var regular []*slot
 	if !urgentOnly {
 		regular = a.queue
-		a.queue = a.spare[0][:0]
+		a.queue = nil
 	}
 	a.qmu.Unlock()
-	all := regular
-	var first []firstRecord
-	tookFirst := a.first != nil && (!urgentOnly || a.first.want.Swap(false) || 4*a.first.held.Load() >= a.first.maxRecs)
-	if tookFirst {
-		first = a.takeFirst(a.mono())
+	if len(urgent)+len(regular) == 0 {
+		return
 	}
-	if len(urgent)+len(regular)+len(first) > 0 {
-		start := a.now()
-		a.feed(urgent, true)
-		for len(regular) > 0 {
-			n := min(batchSlots, len(regular))
-			a.round.Add(1)
-			select {
-			case a.work <- flushItem{slots: regular[:n]}:
-				regular = regular[n:]
-				continue
-			case <-a.kick:
-				// A key near its budget does not wait for a long round.
-				a.round.Done()
-				a.feedUrgent()
-			}
+	start := a.now()
+	a.feed(urgent, true)
+	for len(regular) > 0 {
+		n := min(batchSlots, len(regular))
+		a.round.Add(1)
+		select {
+		case a.work <- flushItem{slots: regular[:n]}:
+			regular = regular[n:]
+		case <-a.kick:
+			// A key near its budget does not wait for a long round.
+			a.round.Done()
+			a.qmu.Lock()
+			urgent := a.urgent
+			a.urgent = nil
+			a.qmu.Unlock()
+			a.feed(urgent, true)
 		}
-		if len(first) > 0 {
-			// One flusher sends them, a call at a time: each is a
-			// millisecond or so of Redis's time, and calls sent together
-			// would queue past their timeout behind each other.
-			a.round.Add(1)
-			a.work <- flushItem{first: first}
-		}
-		a.round.Wait()
-		took := a.now().Sub(start)
-		a.flushes.Add(1)
-		a.flushNanos.Add(int64(took))
-		a.lastFlush.Store(int64(took))
 	}
-	if tookFirst {
-		a.endFirst()
-	}
-	clear(urgent)
-	a.spare[1] = urgent[:0]
-	if !urgentOnly {
-		clear(all)
-		a.spare[0] = all[:0]
-	}
+	a.round.Wait()
+	took := a.now().Sub(start)
+	a.flushes.Add(1)
+	a.flushNanos.Add(int64(took))
+	a.lastFlush.Store(int64(took))
 }
 
 // feed adds slots to the round, one per item.
@@ -147,15 +125,6 @@ func (a *Async) feed(slots []*slot, urgent bool) {
 		a.round.Add(1)
 		a.work <- flushItem{slots: slots[i : i+1], urgent: urgent}
 	}
-}
-
-// feedUrgent adds the urgent keys queued since the round began to it.
-func (a *Async) feedUrgent() {
-	a.qmu.Lock()
-	urgent := a.urgent
-	a.urgent = nil
-	a.qmu.Unlock()
-	a.feed(urgent, true)
 }
 
 // A taken is one key's cost taken for a flush.
@@ -169,12 +138,9 @@ type taken struct {
 
 // flushBuf is a flusher's reusable storage.
 type flushBuf struct {
-	taken    []taken
-	hits     []sluice.Hit
-	d        sluice.Decision
-	checks   []sluice.Check // first-sight records
-	recorded []int64
-	created  []bool
+	taken []taken
+	hits  []sluice.Hit
+	d     sluice.Decision
 }
 
 // flusher sends the items of rounds.
@@ -190,14 +156,6 @@ func (a *Async) flusher() {
 // and shadow flag together, up to sluice.MaxHits per check; a key alone,
 // or whose group the store denies, by itself.
 func (a *Async) flushItem(it flushItem, buf *flushBuf) {
-	for recs := it.first; len(recs) > 0; {
-		n := min(firstBatch, len(recs))
-		a.sendFirst(recs[:n], buf)
-		recs = recs[n:]
-	}
-	if len(it.first) > 0 {
-		return
-	}
 	ts := buf.taken[:0]
 	for _, s := range it.slots {
 		if t, ok := a.take(s, it.urgent); ok {
@@ -205,18 +163,12 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 		}
 	}
 	slices.SortFunc(ts, func(x, y taken) int {
-		if c := cmp.Compare(x.p, y.p); c != 0 {
-			return c
-		}
-		if c := strings.Compare(x.key.group, y.key.group); c != 0 {
-			return c
-		}
-		return cmp.Compare(btou(x.key.shadow), btou(y.key.shadow))
+		return cmp.Or(cmp.Compare(x.p, y.p), strings.Compare(x.key.group, y.key.group), cmp.Compare(btou(x.key.shadow), btou(y.key.shadow)))
 	})
 	all := ts
 	for len(ts) > 0 {
 		n := 1
-		for n < len(ts) && n < sluice.MaxHits && sameBatch(&ts[0], &ts[n]) {
+		for n < len(ts) && n < sluice.MaxHits && ts[n].p == ts[0].p && ts[n].key.group == ts[0].key.group && ts[n].key.shadow == ts[0].key.shadow {
 			n++
 		}
 		if n == 1 || !a.sendGroup(ts[:n], buf) {
@@ -228,10 +180,6 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 	}
 	clear(all)
 	buf.taken = all[:0]
-}
-
-func sameBatch(x, y *taken) bool {
-	return x.p == y.p && x.key.group == y.key.group && x.key.shadow == y.key.shadow
 }
 
 // take takes s's pending cost for a flush, reporting false when there is
@@ -328,12 +276,12 @@ func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult)
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
-	if (t.now >= s.viewAt || s.fromRecord) && t.key.hit.Limit == s.key.hit.Limit {
+	if (t.now >= s.viewAt || s.blind) && t.key.hit.Limit == s.key.hit.Limit {
 		s.setView(r, t.now)
 		if recorded < t.p {
 			// The key is full, and this process admitted more than the
 			// store took: nothing remains for it until a reply says so.
-			s.remaining = 0
+			s.view.Remaining = 0
 		}
 	}
 }
@@ -378,7 +326,15 @@ func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err er
 // errDegraded marks a flush decided by a failure policy, not by the store.
 var errDegraded = errors.New("decided without the store")
 
+// call makes one store call of a flush. While checks wait on the store,
+// flush calls go one at a time: a flush is never in a hurry, and the
+// calls of a round would otherwise sit in the store's queue (the Redis
+// store's coalesced script calls) ahead of those checks.
 func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
+	if a.asking.Load() > 0 {
+		a.callMu.Lock()
+		defer a.callMu.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
 	a.flushCalls.Add(1)
@@ -396,8 +352,9 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 }
 
 // sweep forgets the keys idle for longer than MaxViewAge with nothing
-// owed, and measures the age of the views in use. A key is judged and
-// removed under one hold of its lock, so a check cannot add cost between.
+// owed, measures the age of the views in use, and clears the filter of
+// keys seen once it is full. A key is judged and removed under one hold
+// of its lock, so a check cannot add cost between.
 func (a *Async) sweep(now int64) {
 	var oldest int64
 	for i := range a.shards {
@@ -422,6 +379,7 @@ func (a *Async) sweep(now int64) {
 		sh.mu.Unlock()
 	}
 	a.viewAge.Store(oldest)
+	a.seen.clearIfFull()
 }
 
 // Flush runs a flush round now, sending what every key owes, and returns
@@ -471,3 +429,20 @@ func (a *Async) Close(ctx context.Context) error {
 	<-a.done
 	return a.closeErr
 }
+
+// A BatchRecorder adds the cost of many checks to their state without
+// deciding them. Each check has one hit and a cost > 0. RecordBatch sets
+// recorded[i] to the cost recorded for checks[i] (its Cost, or less, down
+// to 0, where the state had no room for it), to -1 when the store cannot
+// record it and never will, or to any value below -1 when it was not sent
+// (its call failed). created, when not nil, has created[i] set when
+// checks[i]'s record created its key's state. The Redis store implements
+// it, and a Guard passes it through (errors.ErrUnsupported when its store
+// does not).
+type BatchRecorder interface {
+	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error
+}
+
+// errNoBatch is a Guard's RecordBatch error when its store does not record
+// in batches.
+var errNoBatch = fmt.Errorf("edge: record: the store does not record in batches: %w", errors.ErrUnsupported)
