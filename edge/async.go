@@ -14,16 +14,11 @@ import (
 
 // Defaults of AsyncOptions.
 const (
-	// DefaultSyncInterval is how often pending cost is sent. The
-	// over-admission bound grows linearly with it, and a hot key costs the
-	// store one call per interval per process, so 100 ms keeps the excess
-	// to a tenth of a second of local traffic while cutting the store's
-	// calls for a key admitted 10,000 times a second by 1,000 times.
+	// DefaultSyncInterval is how often pending cost is sent: a hot key
+	// costs the store one call per interval and process, and the
+	// over-admission bound grows with it.
 	DefaultSyncInterval = 100 * time.Millisecond
-	// DefaultFlushers is the number of flusher goroutines: store calls in
-	// flight at once during a flush round while no check waits on the
-	// store. The Redis store coalesces concurrent calls into batched
-	// script calls.
+	// DefaultFlushers is the number of flusher goroutines.
 	DefaultFlushers = 16
 	// DefaultAsyncMaxKeys bounds the keys an Async limiter tracks.
 	DefaultAsyncMaxKeys = 100_000
@@ -35,60 +30,51 @@ const (
 	DefaultFlushTimeout = time.Second
 )
 
-// slotOverhead is what a tracked key costs besides its strings, in bytes,
-// counted against AsyncOptions.MaxBytes: the slot, its map entry, its share
-// of the queue.
+// slotOverhead is a tracked key's bytes besides its strings (MaxBytes).
 const slotOverhead = 400
 
 // AsyncOptions configure an Async limiter. The zero value means defaults.
 type AsyncOptions struct {
 	// SyncInterval is how often each key's pending cost is sent to the
-	// store, and its view refreshed from the reply. A key is sent sooner,
-	// at once, when its unsent cost reaches half of what its view says
-	// remains. A hit whose limit's window is not longer than SyncInterval
-	// is decided by the store synchronously: its cost, sent a round later,
-	// could fall in the next window. Must be >= 0; zero means
-	// DefaultSyncInterval (100ms).
+	// store, and its view refreshed from the reply; a key is sent at once
+	// when its unsent cost reaches half of what its view says remains. A
+	// hit whose window is not longer than SyncInterval is decided by the
+	// store synchronously: its cost, sent a round later, could fall in the
+	// next window. Must be >= 0; zero means DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
-	// Processes is the number of processes sharing the store's keys, or 1.
-	// Each process then admits locally, between two replies, at most its
-	// share (rounded up) of what remained at the last reply, which divides
-	// the worst-case over-admission by about Processes (see the package
-	// doc). Must be >= 0; zero means 1.
+	// Processes is the number of processes sharing the store's keys: each
+	// admits locally, between two replies, at most its share (rounded up)
+	// of what remained at the last reply, which divides the worst-case
+	// over-admission by about Processes. Must be >= 0; zero means 1.
 	Processes int
 	// Flushers is the most store calls a flush round has in flight at
 	// once. While checks of this limiter wait on the store, a round has
 	// one call in flight, so that flushes do not delay those checks. Must
 	// be >= 0; zero means DefaultFlushers (16).
 	Flushers int
-	// MaxKeys bounds the keys tracked. A check of a key that finds the
-	// table full is passed to the store synchronously (AsyncStats.Overflow).
-	// Must be >= 0; zero means DefaultAsyncMaxKeys (100,000).
+	// MaxKeys bounds the keys tracked; a key that finds the table full is
+	// decided by the store (AsyncStats.Overflow). Must be >= 0; zero means
+	// DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
-	// MaxBytes bounds the bytes of the tracked keys' strings plus a fixed
-	// overhead of 400 bytes per key, and of the filter of keys seen (2
-	// bytes per key of MaxKeys, rounded up to a power of two), like
-	// MaxKeys. Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
+	// MaxBytes bounds the bytes of the tracked keys' strings plus 400 per
+	// key, and of the filter of keys seen (2 bytes per key of MaxKeys).
+	// Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
-	// checks go to the store synchronously (while the store fails, that is
-	// to its failure policy) until a reply refreshes it. A key idle for
-	// longer, owing nothing, is forgotten. Must be >= 0; zero means
-	// DefaultMaxViewAge (1m).
+	// checks go to the store (while it fails, to its failure policy) until
+	// a reply refreshes it. A key idle for longer, owing nothing, is
+	// forgotten. Must be >= 0; zero means DefaultMaxViewAge (1m).
 	MaxViewAge time.Duration
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
 	// FirstSight is the cost a process admits locally on a key it has no
-	// view of, up to the limit's Rate: the key's slot starts with a view
-	// of FirstSight remaining, and its cost is sent with the next round,
-	// whose reply becomes the view. What the store refuses, because the
-	// key was already full, is over-admission counted in
-	// AsyncStats.Unrecorded: at most FirstSight per key and process until
-	// the key is forgotten (see docs/failure.md, "First sight"). Must be
+	// view of (up to the limit's Rate), sent with the next round, whose
+	// reply becomes the view. What the store refuses, the key being full,
+	// is over-admission counted in AsyncStats.Unrecorded: at most
+	// FirstSight per key and process until the key is forgotten. Must be
 	// >= 0; zero, the default, asks the store about a key's first checks,
-	// so the accuracy bound does not depend on how many distinct keys
-	// clients send.
+	// so the bound does not depend on how many keys clients send.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
@@ -101,22 +87,19 @@ type AsyncOptions struct {
 // AsyncStats is a snapshot of an Async limiter's counters and gauges.
 type AsyncStats struct {
 	// Local counts decisions made from the local view; Sync those passed
-	// to the store (no view yet, a stale one, a full table, a window not
-	// longer than SyncInterval, or a key whose budget here is spent while
-	// the store may still allow it).
+	// to the store (no view, a full table, a short window, or a spent
+	// budget while the store may still allow).
 	Local, Sync uint64
 	// FirstSight counts checks admitted locally on a key's first sight
 	// (AsyncOptions.FirstSight).
 	FirstSight uint64
-	// Overflow counts checks passed to the store because the table was
-	// full.
+	// Overflow counts answers not kept because the table was full.
 	Overflow uint64
 	// Keys is the number of keys tracked now; Pending their cost admitted
 	// here and not yet recorded by the store (gauges).
 	Keys, Pending int64
-	// Flushes counts flush rounds; FlushCalls the store calls they made;
-	// FlushErrors the calls that failed (their cost is kept and sent
-	// again).
+	// Flushes counts flush rounds; FlushCalls their store calls;
+	// FlushErrors the calls that failed (their cost is sent again).
 	Flushes, FlushCalls, FlushErrors uint64
 	// FlushSeconds is the total time spent in flush rounds; LastFlush the
 	// length of the last one.
@@ -125,30 +108,26 @@ type AsyncStats struct {
 	// ViewAge is the age of the oldest view of a key used in the last
 	// second, as of the last sweep (a gauge).
 	ViewAge time.Duration
-	// Dropped counts cost admitted here that will never be sent: owed for
-	// longer than its limit's window (it would be counted in the wrong
-	// window), or still owed when Close gave up.
+	// Dropped counts cost admitted here never sent: owed for longer than
+	// its window, or still owed when Close gave up.
 	Dropped uint64
-	// Unrecorded counts cost admitted here that the store refused to
-	// record because the key was already full: over-admission that was
-	// seen.
+	// Unrecorded counts cost admitted here that the store refused, the
+	// key being full: over-admission that was seen.
 	Unrecorded uint64
 }
 
 // An Async is a sluice.Limiter that decides checks locally, from a view of
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
-// cost to the store in the background every SyncInterval. Its local
-// decisions have Source sluice.FromLocalView. A key without a usable view
-// is decided by the store synchronously (or admitted up to FirstSight);
-// the store's answer becomes the key's view from the key's second answer
-// on, so a key checked once costs no slot. A key whose budget here is
-// spent while no denial by the store stands on it is asked of the store
-// too, one caller per key at a time. It is safe for concurrent use. It
-// runs one coordinating goroutine and Flushers flusher goroutines,
-// whatever the traffic; Close stops them after sending everything
-// pending. Make one with NewAsync: the zero value has no store, and its
-// Check returns an error wrapping sluice.ErrInvalid.
+// cost to the store in the background every SyncInterval. A key without a
+// usable view is decided by the store (or admitted up to FirstSight); its
+// second answer becomes its view, so a key checked once costs no slot. A
+// key whose budget here is spent while no denial by the store stands is
+// asked of the store, one caller per key at a time. It is safe for
+// concurrent use, and runs one coordinating goroutine and Flushers
+// flushers, whatever the traffic; Close stops them after sending
+// everything pending. Make one with NewAsync: the zero value's Check
+// returns an error wrapping sluice.ErrInvalid.
 type Async struct {
 	next       sluice.Limiter
 	interval   time.Duration
@@ -171,19 +150,14 @@ type Async struct {
 	keys   atomic.Int64
 	bytes  atomic.Int64
 
-	// The queue: slots with something to send, each at most once; and the
-	// urgent ones, near their budget, which a kick sends at once.
-	qmu    sync.Mutex
-	queue  []*slot
-	urgent []*slot
-	kick   chan struct{}
-	// flushNow asks run for a round now; it closes the channel sent when
-	// the round is over.
-	flushNow chan chan struct{}
-	// callMu makes flush calls one at a time while checks wait on the
-	// store (see Flushers).
-	callMu sync.Mutex
-
+	// Slots with cost to send, each at most once; urgent, those near their
+	// budget, which a kick sends at once.
+	qmu      sync.Mutex
+	queue    []*slot
+	urgent   []*slot
+	kick     chan struct{}
+	flushNow chan chan struct{} // a round now, closing the channel after
+	callMu   sync.Mutex         // one flush call at a time (see Flushers)
 	work     chan flushItem
 	round    sync.WaitGroup
 	closing  chan struct{}
@@ -193,15 +167,13 @@ type Async struct {
 	idle     chan struct{} // closed when no check is under way after Close
 	idleOnce sync.Once
 	once     sync.Once
-	// callCtx is the parent of every flush call; Close cancels it when its
-	// own context ends, so that no flush outlives Close's deadline.
+	// callCtx is the parent of every flush call, canceled when Close's
+	// context ends.
 	callCtx     context.Context
 	cancelCalls context.CancelFunc
 	closeErr    error
 	closeCtx    context.Context
-	// sweepHook, set by tests only, runs after sweep removed s, with s
-	// unlocked and its shard locked: a check arriving just then.
-	sweepHook func(s *slot)
+	sweepHook   func(s *slot) // tests: runs after sweep removed s
 
 	asking                           atomic.Int64 // store calls of checks under way
 	local, sync, overflow, firstSeen atomic.Uint64
@@ -221,9 +193,7 @@ type asyncShard struct {
 }
 
 // slotKey is what a slot sends its cost with: a hit (the last limit seen
-// for the key, without its Name), the check's group and shadow flag. Its
-// identity, what the slots' map is keyed by, is the store's state: see
-// Async.fingerprint.
+// for the key, without its Name), the check's group and shadow flag.
 type slotKey struct {
 	hit    sluice.Hit
 	group  string
@@ -260,8 +230,7 @@ type slot struct {
 	wake chan struct{}
 }
 
-// waitChan returns a channel closed at the next change of s (the end of a
-// flush or of an ask). s is locked.
+// waitChan returns a channel closed at the end of s's flush or ask.
 func (s *slot) waitChan() <-chan struct{} {
 	if s.wake == nil {
 		s.wake = make(chan struct{})
@@ -277,8 +246,8 @@ func (s *slot) broadcast() {
 	}
 }
 
-// NewAsync returns an Async limiter in front of next, configured by opts,
-// and starts its flushers. Call Close to stop them.
+// NewAsync returns an Async limiter in front of next and starts its
+// flushers. Call Close to stop them.
 func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 	if err := opts.validate(next); err != nil {
 		return nil, err
@@ -325,33 +294,24 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 }
 
 func (o AsyncOptions) validate(next sluice.Limiter) error {
-	bad := func(field string, v any) error {
-		return fmt.Errorf("edge: %w: AsyncOptions.%s must be >= 0, got %v", sluice.ErrInvalid, field, v)
-	}
-	switch {
-	case next == nil:
+	if next == nil {
 		return fmt.Errorf("edge: %w: NewAsync needs a limiter", sluice.ErrInvalid)
-	case o.SyncInterval < 0:
-		return bad("SyncInterval", o.SyncInterval)
-	case o.Processes < 0:
-		return bad("Processes", o.Processes)
-	case o.Flushers < 0:
-		return bad("Flushers", o.Flushers)
-	case o.MaxKeys < 0:
-		return bad("MaxKeys", o.MaxKeys)
-	case o.MaxBytes < 0:
-		return bad("MaxBytes", o.MaxBytes)
-	case o.MaxViewAge < 0:
-		return bad("MaxViewAge", o.MaxViewAge)
-	case o.FirstSight < 0:
-		return bad("FirstSight", o.FirstSight)
-	case o.FlushTimeout < 0:
-		return bad("FlushTimeout", o.FlushTimeout)
+	}
+	for _, f := range []struct {
+		name string
+		v    any
+		bad  bool
+	}{{"SyncInterval", o.SyncInterval, o.SyncInterval < 0}, {"Processes", o.Processes, o.Processes < 0}, {"Flushers", o.Flushers, o.Flushers < 0},
+		{"MaxKeys", o.MaxKeys, o.MaxKeys < 0}, {"MaxBytes", o.MaxBytes, o.MaxBytes < 0}, {"MaxViewAge", o.MaxViewAge, o.MaxViewAge < 0},
+		{"FirstSight", o.FirstSight, o.FirstSight < 0}, {"FlushTimeout", o.FlushTimeout, o.FlushTimeout < 0}} {
+		if f.bad {
+			return fmt.Errorf("edge: %w: AsyncOptions.%s must be >= 0, got %v", sluice.ErrInvalid, f.name, f.v)
+		}
 	}
 	return nil
 }
 
-// SyncInterval returns the interval at which pending cost is sent.
+// SyncInterval returns how often pending cost is sent.
 func (a *Async) SyncInterval() time.Duration { return a.interval }
 
 // Stats returns a snapshot of the limiter's counters.
@@ -366,12 +326,10 @@ func (a *Async) Stats() AsyncStats {
 	}
 }
 
-// fingerprint returns the 128-bit digest of the state identity of k
-// (ident.State: zone, key, group, algorithm, window, bucket), the slots'
-// map key. Nothing else is in it: not the limit's Name, Rate or shadow
-// flags, nor the spelling of the default algorithm. So two checks that
-// share a state share one slot and one budget, also across a reload that
-// changes the rate (the slot then takes the new limit, see Async.decide).
+// fingerprint returns the digest of the state identity of k (ident.State:
+// zone, key, group, algorithm, window, bucket), the slots' map key: not
+// the limit's Name, Rate or shadow flags, so checks of one state share one
+// slot and budget, also across a reload that changes the rate.
 func (a *Async) fingerprint(k *slotKey) fingerprint {
 	l := &k.hit.Limit
 	st := ident.State{Zone: k.hit.Zone, Key: k.hit.Key, Group: k.group, Limit: ident.LimitOf(string(l.Algo()), l.Window, l.Bucket())}
@@ -406,8 +364,8 @@ func (a *Async) slot(fp fingerprint) *slot {
 	return s
 }
 
-// addSlot returns the slot of k, whose fingerprint is fp, adding one if
-// the bounds allow, or nil.
+// addSlot returns the slot of k (fingerprint fp), adding one if the
+// bounds allow, or nil.
 func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 	sh := a.shard(fp)
 	sh.mu.Lock()
@@ -426,9 +384,8 @@ func (a *Async) addSlot(k *slotKey, fp fingerprint) *slot {
 	return s
 }
 
-// remove deletes s, locked, from sh, whose lock is held, and marks it dead
-// so that a check holding it goes to the store; its pending cost is
-// forgotten.
+// remove deletes s, locked, from sh, locked, and marks it dead so that a
+// check holding it goes to the store; its pending cost is forgotten.
 func (a *Async) remove(sh *asyncShard, s *slot) {
 	s.dead = true
 	a.pending.Add(-s.pending)
@@ -438,20 +395,16 @@ func (a *Async) remove(sh *asyncShard, s *slot) {
 	a.bytes.Add(-keyBytes(&s.key))
 }
 
-// keyBytes is what a slot of k is counted for: the strings of its
-// identity (a limit kept without its Name, its Algorithm a constant) and
-// slotOverhead.
+// keyBytes is what a slot of k is counted for in MaxBytes.
 func keyBytes(k *slotKey) int64 {
 	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
 }
 
-// seenFilter remembers, one bit per key, the keys the store answered
-// about that have no slot: a key gets its slot at its second answer, so a
-// key checked once (per-client limits over many clients) costs no slot,
-// map entry or garbage. A bit shared by two keys makes a slot at the
-// first answer (about 1 key in 16 when the filter is full); the sweep
-// clears the filter once it has taken MaxKeys keys, and a key seen once
-// just before then is asked about once more.
+// seenFilter remembers, a bit per key, the keys answered by the store:
+// a key gets its slot at its second answer, so a key checked once costs
+// no slot, map entry or garbage. A bit shared by two keys makes a slot at
+// the first answer (1 key in 16 at most); the sweep clears the filter once
+// it took MaxKeys keys.
 type seenFilter struct {
 	bits  []atomic.Uint64
 	added atomic.Int64
@@ -472,19 +425,11 @@ func (f *seenFilter) bytes() int64 { return int64(len(f.bits)) * 8 }
 // see marks fp seen and reports whether it was already.
 func (f *seenFilter) see(fp fingerprint) bool {
 	w, bit := &f.bits[fp.lo%uint64(len(f.bits))], uint64(1)<<(fp.hi%64)
-	if w.Load()&bit != 0 {
-		return true
-	}
-	if w.Or(bit)&bit != 0 {
+	if w.Load()&bit != 0 || w.Or(bit)&bit != 0 {
 		return true
 	}
 	f.added.Add(1)
 	return false
-}
-
-// forget clears fp's bit, and the keys that share it (after a reset).
-func (f *seenFilter) forget(fp fingerprint) {
-	f.bits[fp.lo%uint64(len(f.bits))].And(^(uint64(1) << (fp.hi % 64)))
 }
 
 // clearIfFull clears the filter once it has taken its MaxKeys keys.

@@ -12,10 +12,9 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// run is the coordinating goroutine: one flush round per SyncInterval, or
-// at once when a check asks (a key near its budget), never two at once.
-// A round sends every queued key's pending cost through the flushers and
-// waits for all of them, so a slow store makes rounds longer, each carrying
+// run is the coordinating goroutine: a flush round per SyncInterval, or
+// at once for keys near their budget, never two at once. A round waits
+// for all its calls, so a slow store makes rounds longer, each carrying
 // more cost per key, rather than piling calls up.
 func (a *Async) run() {
 	defer close(a.done)
@@ -57,45 +56,40 @@ func (a *Async) drain(t *time.Ticker) {
 		}
 		select {
 		case <-t.C:
-			continue
 		case <-a.closeCtx.Done():
+			owed := a.pending.Load()
+			a.dropped.Add(uint64(max(0, owed)))
+			a.pending.Add(-owed)
+			a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
+			return
 		}
-		break
 	}
-	owed := a.pending.Load()
-	a.dropped.Add(uint64(max(0, owed)))
-	a.pending.Add(-owed)
-	a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
 }
 
-// batchSlots is the most keys a flusher takes from a round at once; it
-// sends those with the same pending cost (and group and shadow flag) in
-// checks of up to sluice.MaxHits hits, one store call each.
-const batchSlots = 64
+const batchSlots = 64 // the most keys a flusher takes at once
 
-// A flushItem is a part of a round: keys, and which queue they came from.
+// A flushItem is keys of a round, and whether they came from the urgent
+// queue.
 type flushItem struct {
 	slots  []*slot
 	urgent bool
 }
 
 // flushRound sends the pending cost of every queued key (of the urgent
-// ones only, if urgentOnly) and refreshes their views.
+// ones only, if urgentOnly).
 func (a *Async) flushRound(urgentOnly bool) {
+	var regular []*slot
 	a.qmu.Lock()
 	urgent := a.urgent
-	a.urgent = nil
-	var regular []*slot
-	if !urgentOnly {
-		regular = a.queue
-		a.queue = nil
+	if a.urgent = nil; !urgentOnly {
+		regular, a.queue = a.queue, nil
 	}
 	a.qmu.Unlock()
 	if len(urgent)+len(regular) == 0 {
 		return
 	}
 	start := a.now()
-	a.feed(urgent, true)
+	a.feedUrgent(urgent)
 	for len(regular) > 0 {
 		n := min(batchSlots, len(regular))
 		a.round.Add(1)
@@ -106,10 +100,9 @@ func (a *Async) flushRound(urgentOnly bool) {
 			// A key near its budget does not wait for a long round.
 			a.round.Done()
 			a.qmu.Lock()
-			urgent := a.urgent
-			a.urgent = nil
+			urgent, a.urgent = a.urgent, nil
 			a.qmu.Unlock()
-			a.feed(urgent, true)
+			a.feedUrgent(urgent)
 		}
 	}
 	a.round.Wait()
@@ -119,25 +112,23 @@ func (a *Async) flushRound(urgentOnly bool) {
 	a.lastFlush.Store(int64(took))
 }
 
-// feed adds slots to the round, one per item.
-func (a *Async) feed(slots []*slot, urgent bool) {
+// feedUrgent adds urgent slots to the round, one per item.
+func (a *Async) feedUrgent(slots []*slot) {
 	for i := range slots {
 		a.round.Add(1)
-		a.work <- flushItem{slots: slots[i : i+1], urgent: urgent}
+		a.work <- flushItem{slots: slots[i : i+1], urgent: true}
 	}
 }
 
-// A taken is one key's cost taken for a flush.
+// A taken is one key's cost p taken for a flush, with its parts by age.
 type taken struct {
-	s     *slot
-	key   slotKey // s's key when taken
-	p     int64   // the cost sent
-	parts owed    // p by age, put back if the flush fails
-	now   int64
+	s      *slot
+	key    slotKey
+	p, now int64
+	parts  owed
 }
 
-// flushBuf is a flusher's reusable storage.
-type flushBuf struct {
+type flushBuf struct { // a flusher's own storage
 	taken []taken
 	hits  []sluice.Hit
 	d     sluice.Decision
@@ -153,8 +144,8 @@ func (a *Async) flusher() {
 }
 
 // flushItem sends what the keys of it owe: keys with the same cost, group
-// and shadow flag together, up to sluice.MaxHits per check; a key alone,
-// or whose group the store denies, by itself.
+// and shadow flag together, up to sluice.MaxHits per check; the others,
+// or a group the store denies, one by one.
 func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 	ts := buf.taken[:0]
 	for _, s := range it.slots {
@@ -173,7 +164,11 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 		}
 		if n == 1 || !a.sendGroup(ts[:n], buf) {
 			for i := range ts[:n] {
-				a.sendOne(&ts[i], buf)
+				t := &ts[i]
+				buf.hits = append(buf.hits[:0], t.key.hit)
+				c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
+				recorded, err := a.send(c, &buf.d)
+				a.finish(t, recorded, err, &buf.d, 0)
 			}
 		}
 		ts = ts[n:]
@@ -183,22 +178,15 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 }
 
 // take takes s's pending cost for a flush, reporting false when there is
-// nothing to send. Pending cost admitted more than a window ago is
-// dropped, not sent (it would count in the wrong window); younger cost is
-// sent.
+// nothing to send. Cost admitted more than a window ago is dropped (it
+// would count in the wrong window).
 func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 	now := a.mono()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if urgent {
-		s.urgent = false
-	} else {
-		s.queued = false
-	}
+	s.urgent, s.queued = s.urgent && !urgent, s.queued && urgent // off its queue
 	if s.flushing {
-		// The key is on both queues and its other flush is under way:
-		// one answer at a time, or a view would miss cost in flight.
-		a.enqueue(s)
+		a.enqueue(s, false) // one flush of a key at a time
 		return taken{}, false
 	}
 	if dropped := s.owed.dropOlder(now, int64(s.key.hit.Limit.Window)); dropped > 0 {
@@ -215,9 +203,8 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 }
 
 // sendGroup sends ts, which share cost, group and shadow flag, in one
-// check. It reports false, having recorded nothing, when the check cannot
-// be sent as one (the keys share state) or the store denies it: each key
-// is then sent alone.
+// check. It reports false, having recorded nothing, when the keys share a
+// state or the store denies the check.
 func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 	buf.hits = buf.hits[:0]
 	for i := range ts {
@@ -232,70 +219,46 @@ func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 		return false
 	}
 	for i := range ts {
-		var r *sluice.HitResult
-		if err == nil {
-			r = &buf.d.Hits[i]
-		}
-		a.finish(&ts[i], ts[i].p, err, r)
+		a.finish(&ts[i], ts[i].p, err, &buf.d, i)
 	}
 	return true
 }
 
-// sendOne sends t by itself.
-func (a *Async) sendOne(t *taken, buf *flushBuf) {
-	buf.hits = append(buf.hits[:0], t.key.hit)
-	c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
-	recorded, err := a.send(c, &buf.d)
-	var r *sluice.HitResult
-	if err == nil {
-		r = &buf.d.Hits[0]
-	}
-	a.finish(t, recorded, err, r)
-}
-
-// finish ends t's flush: on success r, the store's answer, becomes the
-// view; on failure the cost is owed again and the key queued. Those
-// waiting for the flush are woken.
-func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult) {
+// finish ends t's flush: on success hit i of d, the store's answer,
+// becomes the view; on failure the cost is owed again.
+func (a *Async) finish(t *taken, recorded int64, err error, d *sluice.Decision, i int) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
 	s.broadcast()
 	if err != nil && s.dead {
-		// The key was reset or swept while its cost was in flight: what it
-		// owed is forgotten with it, not owed by anyone.
-		a.pending.Add(-t.p)
+		a.pending.Add(-t.p) // reset while in flight: forgotten
 		return
 	}
 	if err != nil {
 		s.pending += t.p
 		s.owed.restore(t.parts) // older than any admitted since
-		a.enqueue(s)
+		a.enqueue(s, false)
 		return
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
 	if (t.now >= s.viewAt || s.blind) && t.key.hit.Limit == s.key.hit.Limit {
-		s.setView(r, t.now)
+		s.setView(&d.Hits[i], t.now)
 		if recorded < t.p {
-			// The key is full, and this process admitted more than the
-			// store took: nothing remains for it until a reply says so.
-			s.view.Remaining = 0
+			s.view.Remaining = 0 // full, and more admitted than recorded
 		}
 	}
 }
 
-// maxFillAttempts bounds the calls of one flush to a key that is nearly
-// full.
+// maxFillAttempts bounds the calls of one flush to a nearly full key.
 const maxFillAttempts = 4
 
 // send makes the store calls of one flush and returns the cost recorded.
-// A store that denies the cost is nearly full: nothing was recorded, so
-// what fits (its Remaining) is sent again, up to maxFillAttempts calls in
-// all, and the rest is over-admission that cannot be recorded
-// (AsyncStats.Unrecorded). A decision not made by the store (a Guard's
-// failure policy) is a failure: the cost is still owed.
+// A denial recorded nothing: what fits (its Remaining) is sent again, up
+// to maxFillAttempts calls, and the rest is over-admission that cannot be
+// recorded (AsyncStats.Unrecorded).
 func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err error) {
 	if err := a.call(c, d); err != nil {
 		return 0, err
@@ -351,10 +314,10 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 	return err
 }
 
-// sweep forgets the keys idle for longer than MaxViewAge with nothing
-// owed, measures the age of the views in use, and clears the filter of
-// keys seen once it is full. A key is judged and removed under one hold
-// of its lock, so a check cannot add cost between.
+// sweep forgets the keys idle for longer than MaxViewAge that owe
+// nothing (judged and removed under one hold of the key's lock, so no
+// cost is added between), measures the age of the views in use, and
+// clears the filter of keys seen once it is full.
 func (a *Async) sweep(now int64) {
 	var oldest int64
 	for i := range a.shards {
@@ -382,37 +345,34 @@ func (a *Async) sweep(now int64) {
 	a.seen.clearIfFull()
 }
 
-// Flush runs a flush round now, sending what every key owes, and returns
-// when it is over (or when ctx ends, with ctx's error). Cost that fails to
-// be sent stays owed. After Close it returns nil at once.
+// Flush runs a flush round now and returns when it is over, or ctx's
+// error. Cost that fails to be sent stays owed. After Close it returns
+// nil at once.
 func (a *Async) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	select {
 	case a.flushNow <- done:
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		}
 	case <-a.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("edge: flush: %w", ctx.Err())
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("edge: flush: %w", ctx.Err())
-	}
+	return fmt.Errorf("edge: flush: %w", ctx.Err())
 }
 
 // Close stops the flushers after sending everything owed, waiting for the
-// store until ctx ends; then the flush calls under way are canceled, and
-// what is still owed is dropped (counted in AsyncStats.Dropped) and Close
-// returns an error saying how much. Checks made after Close go to the
-// store synchronously. Close is safe to call more than once; later calls
-// return the first's result.
+// store until ctx ends; then the calls under way are canceled, what is
+// still owed is dropped (AsyncStats.Dropped), and Close returns an error
+// saying how much. Checks after Close go to the store. Later calls return
+// the first's result.
 func (a *Async) Close(ctx context.Context) error {
 	a.once.Do(func() {
 		a.closed.Store(true)
-		// Checks that saw the limiter open finish first: their cost is in
-		// the queue before the last rounds.
+		// Checks under way queue their cost before the last rounds.
 		if a.active.Load() > 0 {
 			select {
 			case <-a.idle:
@@ -429,20 +389,3 @@ func (a *Async) Close(ctx context.Context) error {
 	<-a.done
 	return a.closeErr
 }
-
-// A BatchRecorder adds the cost of many checks to their state without
-// deciding them. Each check has one hit and a cost > 0. RecordBatch sets
-// recorded[i] to the cost recorded for checks[i] (its Cost, or less, down
-// to 0, where the state had no room for it), to -1 when the store cannot
-// record it and never will, or to any value below -1 when it was not sent
-// (its call failed). created, when not nil, has created[i] set when
-// checks[i]'s record created its key's state. The Redis store implements
-// it, and a Guard passes it through (errors.ErrUnsupported when its store
-// does not).
-type BatchRecorder interface {
-	RecordBatch(ctx context.Context, checks []sluice.Check, recorded []int64, created []bool) error
-}
-
-// errNoBatch is a Guard's RecordBatch error when its store does not record
-// in batches.
-var errNoBatch = fmt.Errorf("edge: record: the store does not record in batches: %w", errors.ErrUnsupported)
