@@ -157,7 +157,7 @@ type Async struct {
 	urgent   []*slot
 	kick     chan struct{}
 	flushNow chan chan struct{} // a round now, closing the channel after
-	callMu   sync.Mutex         // one flush call at a time (see Flushers)
+	oneCall  chan struct{}      // one flush call at a time (see Flushers)
 	work     chan flushItem
 	round    sync.WaitGroup
 	closing  chan struct{}
@@ -200,8 +200,7 @@ type slotKey struct {
 	shadow bool
 }
 
-// A slot is one key tracked by an Async limiter: one state in the store.
-// Its fields but fp and id are guarded by mu.
+// A slot is one key tracked: one state in the store, guarded by mu.
 type slot struct {
 	fp fingerprint
 	id uint64 // lock order
@@ -257,7 +256,7 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 		maxKeys: orDefault(int64(opts.MaxKeys), DefaultAsyncMaxKeys), maxBytes: orDefault(opts.MaxBytes, DefaultAsyncMaxBytes),
 		maxViewAge: orDefault(opts.MaxViewAge, DefaultMaxViewAge), timeout: orDefault(opts.FlushTimeout, DefaultFlushTimeout),
 		firstSight: opts.FirstSight, now: opts.Now, log: opts.Logger, secret: newSecret(),
-		kick: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), oneCall: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
 		idle: make(chan struct{}),
 	}
 	a.callCtx, a.cancelCalls = context.WithCancel(context.Background())

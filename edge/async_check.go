@@ -40,19 +40,22 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	now := a.mono()
 	var buf [sluice.MaxHits]*slot
 	var fps [sluice.MaxHits]fingerprint
-	slots := buf[:len(c.Hits)]
+	slots, missing := buf[:len(c.Hits)], false
 	for i := range c.Hits {
-		if c.Hits[i].Limit.Window <= a.interval {
-			// Its cost, sent a round later, could count in the next window.
+		if c.Hits[i].Limit.Window <= a.interval { // cost sent a round later could miss its window
 			return a.checkSync(ctx, c, d, now, nil, nil)
 		}
+	}
+	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fps[i] = a.fingerprint(&k)
 		if slots[i] = a.slot(fps[i]); slots[i] == nil {
-			if slots[i] = a.firstSightSlot(&c, &k, fps[i], now); slots[i] == nil {
-				return a.checkSync(ctx, c, d, now, nil, fps[:len(c.Hits)])
-			}
+			slots[i] = a.firstSightSlot(&c, &k, fps[i], now)
 		}
+		missing = missing || slots[i] == nil
+	}
+	if missing {
+		return a.checkSync(ctx, c, d, now, nil, fps[:len(c.Hits)])
 	}
 	return a.decideOrAsk(ctx, &c, slots, d)
 }

@@ -34,7 +34,6 @@ func (a *Async) run() {
 		case done := <-a.flushNow:
 			a.flushRound(false)
 			close(done)
-			continue
 		}
 		if now := a.mono(); time.Duration(now-lastSweep) >= time.Second {
 			a.sweep(now)
@@ -295,8 +294,8 @@ var errDegraded = errors.New("decided without the store")
 // store's coalesced script calls) ahead of those checks.
 func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 	if a.asking.Load() > 0 {
-		a.callMu.Lock()
-		defer a.callMu.Unlock()
+		a.oneCall <- struct{}{}
+		defer func() { <-a.oneCall }()
 	}
 	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
