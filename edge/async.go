@@ -57,7 +57,7 @@ type AsyncOptions struct {
 	// DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus 400 per
-	// key, and of the filter of keys seen (2 bytes per key of MaxKeys).
+	// key, and of the filter of keys seen (16 bytes per key of MaxKeys).
 	// Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
@@ -399,45 +399,33 @@ func keyBytes(k *slotKey) int64 {
 	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
 }
 
-// seenFilter remembers, a bit per key, the keys answered by the store:
-// a key gets its slot at its second answer, so a key checked once costs
-// no slot, map entry or garbage. A bit shared by two keys makes a slot at
-// the first answer (1 key in 16 at most); the sweep clears the filter once
-// it took MaxKeys keys.
+// seenFilter remembers the keys answered by the store, as 64-bit tags in
+// sets of 2 (the newer first): a key gets its slot at its second answer,
+// so a key checked once costs no slot, map entry or garbage. A key whose
+// tag was pushed out by two newer keys of its set is asked about again.
 type seenFilter struct {
-	bits  []atomic.Uint64
-	added atomic.Int64
-	limit int64
+	tags []atomic.Uint64
 }
 
-// init sizes f for keys, within a quarter of maxBytes.
+// init sizes f for 2 × keys tags, within a quarter of maxBytes.
 func (f *seenFilter) init(keys, maxBytes int64) {
 	n := int64(64)
-	for n < 16*keys && n <= maxBytes {
+	for n < 2*keys && 64*n <= maxBytes {
 		n <<= 1
 	}
-	f.bits, f.limit = make([]atomic.Uint64, n/64), keys
+	f.tags = make([]atomic.Uint64, n)
 }
 
-func (f *seenFilter) bytes() int64 { return int64(len(f.bits)) * 8 }
+func (f *seenFilter) bytes() int64 { return int64(len(f.tags)) * 8 }
 
-// see marks fp seen and reports whether it was already.
+// see reports whether fp was seen, and remembers it.
 func (f *seenFilter) see(fp fingerprint) bool {
-	w, bit := &f.bits[fp.lo%uint64(len(f.bits))], uint64(1)<<(fp.hi%64)
-	if w.Load()&bit != 0 || w.Or(bit)&bit != 0 {
+	set := f.tags[fp.lo%uint64(len(f.tags))&^1:][:2]
+	tag := fp.hi | 1 // never 0, the free tag
+	if set[0].Load() == tag || set[1].Load() == tag {
 		return true
 	}
-	f.added.Add(1)
+	set[1].Store(set[0].Load())
+	set[0].Store(tag)
 	return false
-}
-
-// clearIfFull clears the filter once it has taken its MaxKeys keys.
-func (f *seenFilter) clearIfFull() {
-	if f.added.Load() < f.limit {
-		return
-	}
-	for i := range f.bits {
-		f.bits[i].Store(0)
-	}
-	f.added.Store(0)
 }

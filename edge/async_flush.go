@@ -315,8 +315,7 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 
 // sweep forgets the keys idle for longer than MaxViewAge that owe
 // nothing (judged and removed under one hold of the key's lock, so no
-// cost is added between), measures the age of the views in use, and
-// clears the filter of keys seen once it is full.
+// cost is added between), and measures the age of the views in use.
 func (a *Async) sweep(now int64) {
 	var oldest int64
 	for i := range a.shards {
@@ -341,7 +340,6 @@ func (a *Async) sweep(now int64) {
 		sh.mu.Unlock()
 	}
 	a.viewAge.Store(oldest)
-	a.seen.clearIfFull()
 }
 
 // Flush runs a flush round now and returns when it is over, or ctx's
