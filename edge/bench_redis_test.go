@@ -237,10 +237,8 @@ func BenchmarkHotKeysAdmission(b *testing.B) {
 // BenchmarkSpread: 100,000 keys under their limits, 64 callers, one Redis:
 // the Redis store against the same store behind an Async limiter (default
 // options). Every key is checked twice by each contender before its first
-// timed run, so that every key has a view: an Async keeps the answer to a
-// key's first check in its seen table and makes the key's slot at its
-// second (second sight; before it, one check made the slot, and a second
-// was local). After each async run everything owed is flushed; the
+// timed run, so that every key has a view (an Async makes a key's slot at
+// its second answer). After each async run everything owed is flushed; the
 // over-admission the limiter measured (cost the store refused because a
 // key was full, and cost dropped) is reported as over/op, the store calls
 // its flushes made as flushcalls/op.
