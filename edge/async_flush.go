@@ -194,6 +194,7 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 		s.pending -= dropped
 	}
 	if s.pending == 0 {
+		s.broadcast() // those waiting for a flush of cost dropped or reset
 		return taken{}, false
 	}
 	t := taken{s: s, key: s.key, p: s.pending, parts: s.owed, now: now}

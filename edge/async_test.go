@@ -565,3 +565,30 @@ func TestAsyncFirstSightFlushMakesTheView(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncWaitersWakeWhenCostIsDropped: a check waiting for its key's
+// flush is woken when that flush finds nothing to send, the key's cost
+// having been dropped meanwhile (owed for longer than its window, behind a
+// round that hung on the store), and decides from the view.
+func TestAsyncWaitersWakeWhenCostIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, FlushTimeout: 5 * time.Second})
+		hot, slow := check(1, hit("hot", "10r/s", sluice.Log)), check(1, hit("slow", "100r/h", sluice.Log))
+		for _, c := range []sluice.Check{hot, hot, slow, slow, slow} {
+			mustCheck(t, a, c) // the views; 1 owed on slow
+		}
+		f.set(hang)
+		time.Sleep(150 * time.Millisecond) // a round sends slow's cost and hangs
+		for range 8 {
+			mustCheck(t, a, hot) // hot's budget, queued behind the hung round
+		}
+		f.set(answer)
+		if d := mustCheck(t, a, hot); !d.Allowed || d.Source != sluice.FromLocalView {
+			t.Errorf("the check that waited: %+v, want allowed from the view once hot's cost was dropped", d)
+		}
+		if s := a.Stats(); s.Dropped != 8 {
+			t.Errorf("stats %+v, want hot's 8 dropped", s)
+		}
+	})
+}
