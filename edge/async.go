@@ -57,7 +57,7 @@ type AsyncOptions struct {
 	// DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus 400 per
-	// key, and of the filter of keys seen (16 bytes per key of MaxKeys).
+	// key, and of the filter of keys seen (32 bytes per key of MaxKeys).
 	// Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
@@ -68,13 +68,12 @@ type AsyncOptions struct {
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
-	// FirstSight is the cost a process admits locally on a key it has no
-	// view of (up to the limit's Rate), sent with the next round, whose
-	// reply becomes the view. What the store refuses, the key being full,
-	// is over-admission counted in AsyncStats.Unrecorded: at most
-	// FirstSight per key and process until the key is forgotten. Must be
-	// >= 0; zero, the default, asks the store about a key's first checks,
-	// so the bound does not depend on how many keys clients send.
+	// FirstSight is accepted for compatibility and has no effect: a key's
+	// first checks go to the store (docs/design.md, "The async edge").
+	// Must be >= 0.
+	//
+	// Deprecated: admitting a key's first checks locally cost more than
+	// the store call it saved.
 	FirstSight int64
 	// Logger receives failed flush rounds, at most one line per 10 s.
 	// Default: nothing is logged.
@@ -90,8 +89,9 @@ type AsyncStats struct {
 	// to the store (no view, a full table, a short window, or a spent
 	// budget while the store may still allow).
 	Local, Sync uint64
-	// FirstSight counts checks admitted locally on a key's first sight
-	// (AsyncOptions.FirstSight).
+	// FirstSight is 0.
+	//
+	// Deprecated: see AsyncOptions.FirstSight.
 	FirstSight uint64
 	// Overflow counts answers not kept because the table was full.
 	Overflow uint64
@@ -120,8 +120,7 @@ type AsyncStats struct {
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
 // cost to the store in the background every SyncInterval. A key without a
-// usable view is decided by the store (or admitted up to FirstSight); its
-// second answer becomes its view, so a key checked once costs no slot. A
+// usable view is decided by the store; its second answer becomes its view, so a key checked once costs no slot. A
 // key whose budget here is spent while no denial by the store stands is
 // asked of the store, one caller per key at a time. It is safe for
 // concurrent use, and runs one coordinating goroutine and Flushers
@@ -136,7 +135,6 @@ type Async struct {
 	maxBytes   int64
 	maxViewAge time.Duration
 	timeout    time.Duration
-	firstSight int64
 	now        func() time.Time
 	clock      func() time.Duration // since base
 	base       time.Time
@@ -175,12 +173,12 @@ type Async struct {
 	closeCtx    context.Context
 	sweepHook   func(s *slot) // tests: runs after sweep removed s
 
-	asking                           atomic.Int64 // store calls of checks under way
-	local, sync, overflow, firstSeen atomic.Uint64
-	pending                          atomic.Int64
-	flushes, flushCalls, flushErrs   atomic.Uint64
-	flushNanos, lastFlush, viewAge   atomic.Int64
-	dropped, unrecorded              atomic.Uint64
+	asking                         atomic.Int64 // store calls of checks under way
+	local, sync, overflow          atomic.Uint64
+	pending                        atomic.Int64
+	flushes, flushCalls, flushErrs atomic.Uint64
+	flushNanos, lastFlush, viewAge atomic.Int64
+	dropped, unrecorded            atomic.Uint64
 }
 
 var _ sluice.Limiter = (*Async)(nil)
@@ -208,10 +206,8 @@ type slot struct {
 	mu  sync.Mutex
 	key slotKey
 	// view is the store's last answer, at viewAt (ns since base; 0: none).
-	// blind marks a first-sight view: FirstSight, not an answer.
 	view   sluice.HitResult
 	viewAt int64
-	blind  bool
 	// A denial by the store of deniedCost stands (for that cost or more)
 	// until deniedUntil: other traffic can only add usage.
 	deniedCost, deniedUntil int64
@@ -255,7 +251,7 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 		next: next, interval: orDefault(opts.SyncInterval, DefaultSyncInterval), processes: max(int64(opts.Processes), 1),
 		maxKeys: orDefault(int64(opts.MaxKeys), DefaultAsyncMaxKeys), maxBytes: orDefault(opts.MaxBytes, DefaultAsyncMaxBytes),
 		maxViewAge: orDefault(opts.MaxViewAge, DefaultMaxViewAge), timeout: orDefault(opts.FlushTimeout, DefaultFlushTimeout),
-		firstSight: opts.FirstSight, now: opts.Now, log: opts.Logger, secret: newSecret(),
+		now: opts.Now, log: opts.Logger, secret: newSecret(),
 		kick: make(chan struct{}, 1), oneCall: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
 		idle: make(chan struct{}),
 	}
@@ -316,7 +312,7 @@ func (a *Async) SyncInterval() time.Duration { return a.interval }
 // Stats returns a snapshot of the limiter's counters.
 func (a *Async) Stats() AsyncStats {
 	return AsyncStats{
-		Local: a.local.Load(), Sync: a.sync.Load(), FirstSight: a.firstSeen.Load(), Overflow: a.overflow.Load(),
+		Local: a.local.Load(), Sync: a.sync.Load(), Overflow: a.overflow.Load(),
 		Keys: a.keys.Load(), Pending: a.pending.Load(),
 		Flushes: a.flushes.Load(), FlushCalls: a.flushCalls.Load(), FlushErrors: a.flushErrs.Load(),
 		FlushSeconds: time.Duration(a.flushNanos.Load()).Seconds(), LastFlush: time.Duration(a.lastFlush.Load()),
@@ -400,17 +396,17 @@ func keyBytes(k *slotKey) int64 {
 }
 
 // seenFilter remembers the keys answered by the store, as 64-bit tags in
-// sets of 2 (the newer first): a key gets its slot at its second answer,
+// sets of 4, the newest first: a key gets its slot at its second answer,
 // so a key checked once costs no slot, map entry or garbage. A key whose
-// tag was pushed out by two newer keys of its set is asked about again.
+// tag four newer keys of its set pushed out is asked about once more.
 type seenFilter struct {
 	tags []atomic.Uint64
 }
 
-// init sizes f for 2 × keys tags, within a quarter of maxBytes.
+// init sizes f for 4 × keys tags, within a quarter of maxBytes.
 func (f *seenFilter) init(keys, maxBytes int64) {
 	n := int64(64)
-	for n < 2*keys && 64*n <= maxBytes {
+	for n < 4*keys && 64*n <= maxBytes {
 		n <<= 1
 	}
 	f.tags = make([]atomic.Uint64, n)
@@ -420,12 +416,16 @@ func (f *seenFilter) bytes() int64 { return int64(len(f.tags)) * 8 }
 
 // see reports whether fp was seen, and remembers it.
 func (f *seenFilter) see(fp fingerprint) bool {
-	set := f.tags[fp.lo%uint64(len(f.tags))&^1:][:2]
+	set := f.tags[fp.lo%uint64(len(f.tags))&^3:][:4]
 	tag := fp.hi | 1 // never 0, the free tag
-	if set[0].Load() == tag || set[1].Load() == tag {
-		return true
+	for i := range set {
+		if set[i].Load() == tag {
+			return true
+		}
 	}
-	set[1].Store(set[0].Load())
+	for i := len(set) - 1; i > 0; i-- {
+		set[i].Store(set[i-1].Load())
+	}
 	set[0].Store(tag)
 	return false
 }

@@ -19,8 +19,8 @@ import (
 // the view says remains. A hit that does not fit denies locally only while
 // a denial by the store stands; otherwise the check is asked of the store,
 // by one caller per key at a time, the others waiting for its answer. A
-// key without a view goes to the store (or, with FirstSight, is admitted
-// up to it). After Close every check goes to the store.
+// key without a view goes to the store. After Close every check goes to
+// the store.
 func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
@@ -49,9 +49,7 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
 		fps[i] = a.fingerprint(&k)
-		if slots[i] = a.slot(fps[i]); slots[i] == nil {
-			slots[i] = a.firstSightSlot(&c, &k, fps[i], now)
-		}
+		slots[i] = a.slot(fps[i])
 		missing = missing || slots[i] == nil
 	}
 	if missing {
@@ -62,25 +60,6 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 
 // mono returns the ns since the limiter's base: > 0, so 0 means never.
 func (a *Async) mono() int64 { return int64(a.clock()) }
-
-// firstSightSlot returns a new slot for k with a first-sight view, or nil
-// when first sight is off or short of c's cost, or the table is full.
-func (a *Async) firstSightSlot(c *sluice.Check, k *slotKey, fp fingerprint, now int64) *slot {
-	if a.firstSight <= 0 || c.Cost > a.firstSight {
-		return nil
-	}
-	s := a.addSlot(k, fp)
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	if s.viewAt == 0 {
-		s.view = sluice.HitResult{Remaining: min(a.firstSight, k.hit.Limit.Rate)}
-		s.viewAt, s.blind, s.lastUse = now, true, now
-	}
-	s.mu.Unlock()
-	return s
-}
 
 // maxWaits bounds a check's waits before it decides from the views.
 const maxWaits = 3
@@ -225,7 +204,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 // RetryAfter (see hold).
 func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
 	s.lastUse = max(s.lastUse, now)
-	if now < s.viewAt && !s.blind {
+	if now < s.viewAt {
 		return
 	}
 	s.key = slotKeyOf(c, i)
@@ -237,7 +216,7 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 
 // setView takes r, the store's answer about s's key at at, as s's view.
 func (s *slot) setView(r *sluice.HitResult, at int64) {
-	s.view, s.viewAt, s.blind = *r, at, false
+	s.view, s.viewAt = *r, at
 	s.deniedCost, s.deniedUntil = 0, 0
 }
 
@@ -247,9 +226,6 @@ func (s *slot) unsent() int64 { return s.pending + s.inflight }
 // budget is what this process may admit on s's key before the next reply:
 // its share of what remained at the last one.
 func (a *Async) budget(s *slot) int64 {
-	if s.blind {
-		return s.view.Remaining // first sight: not a reply, not shared
-	}
 	return (s.view.Remaining + a.processes - 1) / a.processes
 }
 
@@ -297,9 +273,6 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 	for i, s := range slots {
 		s.lastUse = now
 		if d.Allowed && c.Cost > 0 {
-			if s.blind {
-				a.firstSeen.Add(1)
-			}
 			a.admit(s, c.Cost, now)
 		}
 		a.result(s, now, &d.Hits[i])
@@ -308,14 +281,13 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 }
 
 // admit adds cost to s's pending cost, queues s, and asks for a flush at
-// once when the unsent cost reaches half of the budget (a first sight
-// waits for the round, sent with others in one check).
+// once when the unsent cost reaches half of the budget.
 func (a *Async) admit(s *slot, cost, now int64) {
 	s.pending += cost
 	s.owed.add(cost, now, int64(s.key.hit.Limit.Window))
 	a.pending.Add(cost)
 	a.enqueue(s, false)
-	if !s.blind && 2*s.unsent() >= a.budget(s) {
+	if 2*s.unsent() >= a.budget(s) {
 		a.enqueue(s, true)
 	}
 }

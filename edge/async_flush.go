@@ -244,7 +244,7 @@ func (a *Async) finish(t *taken, recorded int64, err error, d *sluice.Decision, 
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
-	if (t.now >= s.viewAt || s.blind) && t.key.hit.Limit == s.key.hit.Limit {
+	if t.now >= s.viewAt && t.key.hit.Limit == s.key.hit.Limit {
 		s.setView(&d.Hits[i], t.now)
 		if recorded < t.p {
 			s.view.Remaining = 0 // full, and more admitted than recorded

@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,96 +96,6 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 			}
 			if uint64(over) != unrecorded+dropped {
 				t.Errorf("over-admission %d, but the limiters counted %d unrecorded + %d dropped", over, unrecorded, dropped)
-			}
-		})
-	}
-}
-
-// TestAsyncFirstSightBoundOnRedis is TestAsyncFirstSightBound over a real
-// Redis through the batch record path (RecordBatch: pipelined SET ... NX
-// for new sliding windows, record.lua for the others): N = 3 processes
-// with FirstSight 2 over 40 keys of 5r/h, half of them filled beforehand by
-// another process. A filled key gets at most N·FirstSight; a new key at
-// most its limit + N·FirstSight + N·ceil(Rate/Processes) (the whole bound:
-// a view taken while other processes' first-sight cost is unsent lets
-// each admit its share of it again) and at least its limit; every unit
-// admitted beyond the limit is counted Unrecorded, and the store holds
-// exactly each key's limit.
-func TestAsyncFirstSightBoundOnRedis(t *testing.T) {
-	url := redistest.Standalone(t).URL()
-	const (
-		n     = 3
-		first = 2
-		keys  = 40
-	)
-	for _, algo := range []sluice.Algorithm{sluice.SlidingWindow, sluice.Log} {
-		t.Run(string(algo), func(t *testing.T) {
-			c := func(k int) sluice.Check { return check(1, hit(fmt.Sprint(t.Name(), "-", k), "5r/h", algo)) }
-			filler := newRedisStore(t, url)
-			for k := range keys / 2 {
-				for range 5 {
-					mustCheck(t, filler, c(k))
-				}
-			}
-			fleet := make([]*edge.Async, n)
-			for i := range fleet {
-				fleet[i] = newAsync(t, newRedisStore(t, url), edge.AsyncOptions{FirstSight: first, Processes: n, SyncInterval: 20 * time.Millisecond})
-			}
-			admitted := make([]atomic.Int64, keys)
-			var wg sync.WaitGroup
-			for _, a := range fleet {
-				for k := range keys {
-					wg.Go(func() {
-						var d sluice.Decision
-						for range 12 {
-							if err := a.Check(context.Background(), c(k), &d); err != nil {
-								t.Error(err)
-								return
-							}
-							if d.Allowed {
-								admitted[k].Add(1)
-							}
-						}
-					})
-				}
-			}
-			wg.Wait()
-			var unrecorded, dropped, firstSight uint64
-			for _, a := range fleet {
-				if err := a.Close(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				s := a.Stats()
-				unrecorded, dropped, firstSight = unrecorded+s.Unrecorded, dropped+s.Dropped, firstSight+s.FirstSight
-			}
-			var over int64
-			for k := range keys {
-				got, limit := admitted[k].Load(), int64(5)
-				if k < keys/2 {
-					limit = 0
-				}
-				bound := limit + n*first
-				if k >= keys/2 {
-					bound += n * ((5 + n - 1) / n)
-				}
-				if got > bound {
-					t.Errorf("key %d: admitted %d, want at most %d (limit %d)", k, got, bound, limit)
-				}
-				if k >= keys/2 && got < limit {
-					t.Errorf("new key %d: admitted %d, want the limit %d", k, got, limit)
-				}
-				if stored := used(t, filler, c(k)); stored != 5 {
-					t.Errorf("key %d: the store holds %v, want the limit 5", k, stored)
-				}
-				over += max(0, got-limit)
-			}
-			t.Logf("over-admission %d over %d keys (bound per key: N·FirstSight = %d on a filled key, + N·ceil(Rate/Processes) = %d on a new one), %d unrecorded, %d dropped, %d first-sight admissions",
-				over, keys, n*first, n*first+n*((5+n-1)/n), unrecorded, dropped, firstSight)
-			if uint64(over) != unrecorded+dropped {
-				t.Errorf("over-admission %d, but %d counted unrecorded and %d dropped", over, unrecorded, dropped)
-			}
-			if firstSight == 0 {
-				t.Errorf("no first-sight admission counted")
 			}
 		})
 	}

@@ -442,126 +442,13 @@ func TestAsyncOneBudgetAcrossARateChange(t *testing.T) {
 	})
 }
 
-// TestAsyncFirstSightBound: with FirstSight, a key's first checks are
-// admitted locally while its first reply is on the way: at most FirstSight
-// per key and process. On keys another process has already filled, that
-// is the whole over-admission, and every unit of it is counted as
-// Unrecorded; on new keys the store's limit holds.
-func TestAsyncFirstSightBound(t *testing.T) {
+// TestAsyncFirstSightHasNoEffect: FirstSight is accepted and ignored: a
+// key's first checks go to the store.
+func TestAsyncFirstSightHasNoEffect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const (
-			n     = 3 // processes
-			first = 2 // FirstSight
-			keys  = 20
-		)
-		f := newFlaky(t, nil)
-		fleet := make([]*edge.Async, n)
-		for i := range fleet {
-			fleet[i] = newAsync(t, f, edge.AsyncOptions{FirstSight: first, Processes: n})
-		}
-		c := func(k int) sluice.Check { return check(1, hit(fmt.Sprint("k", k), "5r/h", sluice.Log)) }
-		for k := range keys / 2 { // filled elsewhere
-			for range 5 {
-				mustCheck(t, f.next, c(k))
-			}
-		}
-		if d := mustCheck(t, fleet[0], c(keys-1)); !d.Allowed || d.Source != sluice.FromLocalView {
-			t.Fatalf("first check of a new key: %+v, want allowed locally", d)
-		}
-		admitted := make([]int64, keys)
-		var wg sync.WaitGroup
-		for _, a := range fleet {
-			for k := range keys {
-				wg.Go(func() {
-					for range 10 {
-						if mustCheck(t, a, c(k)).Allowed {
-							atomicAdd(&admitted[k])
-						}
-						time.Sleep(10 * time.Millisecond)
-					}
-				})
-			}
-		}
-		wg.Wait()
-		admitted[keys-1]++
-		var unrecorded, firstSight uint64
-		for _, a := range fleet {
-			if err := a.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			unrecorded += a.Stats().Unrecorded
-			firstSight += a.Stats().FirstSight
-		}
-		var over int64
-		for k, got := range admitted {
-			limit := int64(5)
-			if k < keys/2 {
-				limit = 0
-			}
-			if got > limit+n*first {
-				t.Errorf("key %d: admitted %d, want at most %d + N·FirstSight = %d", k, got, limit, limit+n*first)
-			}
-			if k >= keys/2 && got < limit {
-				t.Errorf("new key %d: admitted %d, want the limit %d", k, got, limit)
-			}
-			over += max(0, got-limit)
-		}
-		t.Logf("over-admission %d over %d keys (bound N·FirstSight = %d per key), %d unrecorded, %d first-sight admissions", over, keys, n*first, unrecorded, firstSight)
-		if uint64(over) != unrecorded {
-			t.Errorf("over-admission %d, but %d counted unrecorded", over, unrecorded)
-		}
-		if firstSight == 0 {
-			t.Errorf("no first-sight admission counted")
-		}
-	})
-}
-
-var atomicMu sync.Mutex
-
-func atomicAdd(p *int64) {
-	atomicMu.Lock()
-	*p++
-	atomicMu.Unlock()
-}
-
-// TestAsyncFirstSightFlushMakesTheView: a key's check past its first-sight
-// budget sends the key's unsent cost first, one store call whose reply is
-// the key's view: the check is then decided from it, locally; on a key
-// another process filled meanwhile, the flush records what fits and the
-// check is asked of the store, which denies it.
-func TestAsyncFirstSightFlushMakesTheView(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFlaky(t, nil)
-		a := newAsync(t, f, edge.AsyncOptions{FirstSight: 1, SyncInterval: 30 * time.Minute})
-		c := check(1, hit("new", "10r/h", sluice.SlidingWindow))
-		if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
-			t.Fatalf("first check: %+v, want allowed locally", d)
-		}
-		calls := f.calls.Load()
-		d := mustCheck(t, a, c)
-		if !d.Allowed || d.Source != sluice.FromLocalView || d.Hits[0].Remaining != 8 {
-			t.Errorf("second check: %+v, want allowed from the view the flush brought, 8 remaining", d)
-		}
-		if n := f.calls.Load() - calls; n != 1 {
-			t.Errorf("second check made %d store calls, want 1 (the flush)", n)
-		}
-
-		// A key another process filled but for one: the first sight fits,
-		// the check after it does not.
-		full := check(1, hit("full", "2r/h", sluice.SlidingWindow))
-		mustCheck(t, f.next, full)
-		mustCheck(t, a, full) // first sight: the store's last unit
-		if d := mustCheck(t, a, full); d.Allowed || d.Source != sluice.FromStore {
-			t.Errorf("check past the limit: %+v, want denied by the store", d)
-		}
-		if d := mustCheck(t, f.next, check(0, full.Hits...)); d.Hits[0].Used != 2 {
-			t.Errorf("the store holds %v, want 2: the first sight, then nothing", d.Hits[0].Used)
-		}
-		if err := a.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if s := a.Stats(); s.Unrecorded != 0 || s.Dropped != 0 || s.FirstSight != 2 {
-			t.Errorf("stats %+v, want 2 first-sight admissions, none unrecorded or dropped", s)
+		a := newAsync(t, newFlaky(t, nil), edge.AsyncOptions{FirstSight: 5})
+		if d := mustCheck(t, a, check(1, hit("new", "10r/h", sluice.Log))); d.Source != sluice.FromStore {
+			t.Errorf("a key's first check: %+v, want decided by the store", d)
 		}
 	})
 }
