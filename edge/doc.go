@@ -40,9 +40,8 @@
 //     for that answer: so it does not deny what the store would admit. A
 //     hit whose window is not longer than SyncInterval is decided by the
 //     store. Over-admission is bounded, per filling of a key shared by N
-//     processes, by N·ceil(Rate/Processes), plus FirstSight per process
-//     and key with first sight (see docs/failure.md, "The accuracy bound"
-//     and "First sight").
+//     processes, by N·ceil(Rate/Processes) (see docs/failure.md, "The
+//     accuracy bound").
 //
 // # Defaults
 //
@@ -50,7 +49,7 @@
 // 500 ms doubling to 5 s; deny cache 4 MiB, denials held at most 1 minute;
 // async sync interval 100 ms, Processes 1, 16 flushers, 100,000 keys and
 // 64 MiB tracked, views used for at most 1 minute, flush calls bounded by
-// 1 s, first sight off. Each Options field documents its own.
+// 1 s. Each Options field documents its own.
 //
 // # Errors
 //
