@@ -159,4 +159,3 @@ zones:
 		t.Errorf("auth after the reset of zone a: %d, want 204: a deny cache still repeats the old denial (%s)", resp.StatusCode, raw)
 	}
 }
-
