@@ -1,10 +1,12 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -13,15 +15,12 @@ import (
 // Check implements sluice.Limiter. When every hit's key has a view younger
 // than MaxViewAge, the check is decided locally (Source
 // sluice.FromLocalView): a non-shadow hit allows if the cost admitted here
-// and not yet recorded by the store, plus c.Cost, fits in what the view
-// says remains (or this process's share of it, see Processes). An allowed
-// check's cost is added to each key's pending cost, which the flushers
-// send. A hit that does not fit denies locally only while a denial by the
-// store stands (its RetryAfter has not passed); otherwise the check is
-// asked of the store, by one caller per key at a time, the others waiting
-// for its answer. A key without a view goes to the store synchronously
-// (or, with FirstSight, is admitted up to it), and the store's reply
-// becomes the keys' view. After Close every check goes to the store.
+// and not yet recorded, plus c.Cost, fits in this process's share of what
+// the view says remains. A hit that does not fit denies locally only while
+// a denial by the store stands; otherwise the check is asked of the store,
+// by one caller per key at a time, the others waiting for its answer. A
+// key without a view goes to the store. After Close every check goes to
+// the store.
 func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("edge: check: %w", err)
@@ -30,139 +29,64 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
 	}
 	a.active.Add(1)
-	defer a.checkDone()
+	defer func() { // the last check to end after Close wakes it
+		if a.active.Add(-1) == 0 && a.closed.Load() {
+			a.idleOnce.Do(func() { close(a.idle) })
+		}
+	}()
 	if a.closed.Load() {
 		return a.next.Check(ctx, c, d)
 	}
 	now := a.mono()
-	var slots [sluice.MaxHits]*slot
+	var buf [sluice.MaxHits]*slot
+	var fps [sluice.MaxHits]fingerprint
+	slots, missing := buf[:len(c.Hits)], false
+	for i := range c.Hits {
+		if c.Hits[i].Limit.Window <= a.interval { // cost sent a round later could miss its window
+			return a.checkSync(ctx, c, d, now, nil, nil)
+		}
+	}
 	for i := range c.Hits {
 		k := slotKeyOf(&c, i)
-		fp := a.fingerprint(&k)
-		var made uint64 // see seeAnswer
-		if a.seen == nil {
-			slots[i] = a.slot(fp)
-		} else if meta := a.seen.meta(fp).Load(); uint32(meta) > 0 {
-			made = meta / madeOne
-			slots[i] = a.slot(fp)
-		} else {
-			// No slot of the key's set, so none of the key: the map is
-			// not read (most keys seen once).
-			made = meta / madeOne
-		}
-		if slots[i] != nil {
-			continue
-		}
-		switch {
-		case a.seen != nil:
-			if slots[i] = a.promote(&k, fp, now); slots[i] == nil {
-				return a.checkSeen(ctx, &c, i, fp, made, d, now)
-			}
-		case len(c.Hits) == 1 && a.first != nil:
-			return a.checkFirst(ctx, &c, fp, d)
-		default:
-			if slots[i] = a.firstSightSlot(&c, &k, fp, now); slots[i] == nil {
-				return a.checkSync(ctx, c, d, now, nil)
-			}
-		}
+		fps[i] = a.fingerprint(&k)
+		slots[i] = a.slot(fps[i])
+		missing = missing || slots[i] == nil
 	}
-	return a.decideOrAsk(ctx, &c, slots[:len(c.Hits)], d)
+	if missing {
+		return a.checkSync(ctx, c, d, now, nil, fps[:len(c.Hits)])
+	}
+	return a.decideOrAsk(ctx, &c, slots, d)
 }
 
-// checkFirst decides c, of one hit whose key has no slot, on first sight
-// or by the store (see admitFirst).
-func (a *Async) checkFirst(ctx context.Context, c *sluice.Check, fp fingerprint, d *sluice.Decision) error {
-	for waited := false; ; waited = true {
-		now := a.mono()
-		ok, wait, owed, made, madeAt := a.admitFirst(c, fp, now, d)
-		if ok {
-			return nil
-		}
-		if made > 0 {
-			if s := a.madeSlot(c, fp, made, madeAt, now); s != nil {
-				return a.decideOrAsk(ctx, c, []*slot{s}, d)
-			}
-			return a.checkSync(ctx, *c, d, now, nil)
-		}
-		if owed.cost > 0 {
-			return a.checkWithRecord(ctx, c, owed, now, d)
-		}
-		if wait == nil || waited {
-			// After one round the cost was sent, or failed to be: the
-			// store is as good a judge as any (a failing one decides by
-			// its policy).
-			if s := a.slot(fp); s != nil {
-				return a.decideOrAsk(ctx, c, []*slot{s}, d)
-			}
-			return a.checkSync(ctx, *c, d, now, nil)
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return fmt.Errorf("edge: check: waiting for the key's first-sight cost to be sent: %w", ctx.Err())
-		}
-	}
-}
-
-// checkDone ends a check; the last one to end after Close wakes it.
-func (a *Async) checkDone() {
-	if a.active.Add(-1) == 0 && a.closed.Load() {
-		a.idleOnce.Do(func() { close(a.idle) })
-	}
-}
-
-// mono returns the time since the limiter's base, in nanoseconds: always
-// > 0, so that 0 can mean "never".
+// mono returns the ns since the limiter's base: > 0, so 0 means never.
 func (a *Async) mono() int64 { return int64(a.clock()) }
 
-// firstSightSlot returns a new slot for k with a first-sight view of
-// FirstSight, or nil when first sight is off, does not cover c's cost, or
-// the table is full.
-func (a *Async) firstSightSlot(c *sluice.Check, k *slotKey, fp fingerprint, now int64) *slot {
-	if a.firstSight <= 0 || c.Cost > a.firstSight {
-		return nil
-	}
-	s := a.addSlot(k, fp)
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	if s.viewAt == 0 {
-		s.remaining, s.viewAt, s.blind, s.lastUse = min(a.firstSight, k.hit.Limit.Rate), now, true, now
-	}
-	s.mu.Unlock()
-	return s
-}
-
-// maxWaits bounds the times a check waits for another caller's answer
-// about one of its keys before it asks the store itself.
+// maxWaits bounds a check's waits before it decides from the views.
 const maxWaits = 3
 
-// A verdict is what the views say of a check.
+// A verdict is what the views say of a check: decided locally, or ask
+// the store for want of a usable view, or for want of budget.
 type verdict uint8
 
 const (
-	decided verdict = iota // decided locally
-	noView                 // a key has no usable view: ask the store
-	short                  // a key's budget is spent, no denial stands: ask the store
+	decided verdict = iota
+	noView
+	short
 )
 
 // decideOrAsk decides c from the views of its slots, or asks the store:
-// one caller per key at a time, the others waiting for its answer and
-// deciding from the view it brings (a denial that stands, or room); if it
-// brings neither, each asks the store itself. A key is asked about only when
-// nothing admitted here is unsent on it (else the store, not knowing that
-// cost, would admit it again): the caller first waits for the key's
-// flush. If the flushes keep failing, it decides from the view after
+// one caller per key at a time, the others waiting for its answer. A key
+// is asked about only when nothing admitted here is unsent on it (else the
+// store would admit that cost again): the caller first waits for the
+// key's flush. If flushes keep failing, it decides from the view after
 // maxWaits waits, as during any outage.
 func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot, d *sluice.Decision) error {
 	for waits := 0; ; waits++ {
 		now := a.mono()
-		order := lockOrder(slots)
-		lock(slots, order)
+		lockAll(slots, true)
 		v := a.decide(c, slots, now, d, waits >= maxWaits)
 		if v == decided {
-			unlock(slots, order)
+			lockAll(slots, false)
 			a.local.Add(1)
 			a.yield()
 			return nil
@@ -172,15 +96,13 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 			wait = a.waitFor(c, slots, now, waits > 0)
 		}
 		if wait == nil {
-			// This caller asks; the keys of c are marked so that others
-			// wait for its answer.
-			for _, s := range slots {
+			for _, s := range slots { // others wait for this answer
 				s.asking = true
 			}
-			unlock(slots, order)
-			return a.checkSync(ctx, *c, d, now, slots)
+			lockAll(slots, false)
+			return a.checkSync(ctx, *c, d, now, slots, nil)
 		}
-		unlock(slots, order)
+		lockAll(slots, false)
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -190,11 +112,9 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 }
 
 // waitFor returns what a check short on some of slots, all locked, waits
-// for before asking the store: another caller's ask (unless it has waited
-// once: an ask that was allowed leaves no denial standing, and the store
-// is then asked by each waiter, as without this layer), or a flush of the
-// unsent cost of a short key (which it queues as urgent), or nil to ask
-// now.
+// for before asking the store: another caller's ask (once: an allowed ask
+// leaves no denial standing, and each waiter then asks), or the flush of
+// a short key's unsent cost (queued as urgent), or nil to ask now.
 func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64, waited bool) <-chan struct{} {
 	for _, s := range slots {
 		if s.asking && !waited {
@@ -206,55 +126,58 @@ func (a *Async) waitFor(c *sluice.Check, slots []*slot, now int64, waited bool) 
 			continue
 		}
 		if !s.flushing {
-			a.urgentFlush(s)
+			a.enqueue(s, true)
 		}
 		return s.waitChan()
 	}
 	return nil
 }
 
-// yield lets other goroutines run after some local decisions while a
-// check is being asked of the store, as a deny cache hit does (see
-// DenyCache.yield): callers deciding locally in a loop would otherwise
-// keep the asking caller and its reply from running past the store's
-// timeout.
+// yield lets other goroutines run now and then while a check is asked of
+// the store, as a deny cache hit does: callers deciding locally in a loop
+// would otherwise keep the reply from running past the store's timeout.
 func (a *Async) yield() {
 	if a.asking.Load() > 0 && rand.N(yieldEvery) == 0 {
 		runtime.Gosched()
 	}
 }
 
-func lock(slots []*slot, order []uint8) {
-	for _, i := range order {
-		slots[i].mu.Lock()
-	}
-}
-
-func unlock(slots []*slot, order []uint8) {
-	for _, i := range order {
-		slots[i].mu.Unlock()
+// lockAll locks (or unlocks) slots in the order of their ids.
+func lockAll(slots []*slot, lock bool) {
+	var buf [sluice.MaxHits]*slot
+	sorted := append(buf[:0], slots...)
+	slices.SortFunc(sorted, func(x, y *slot) int { return cmp.Compare(x.id, y.id) })
+	for _, s := range sorted {
+		if lock {
+			s.mu.Lock()
+		} else {
+			s.mu.Unlock()
+		}
 	}
 }
 
 // checkSync passes c to the store and takes its reply as the view of c's
-// keys. asked are c's slots, marked as being asked by this caller, or nil.
-func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot) error {
+// keys: of asked, its slots marked as asked by this caller, or else of the
+// slots of fps, the keys' fingerprints (nil: none), a key answered before
+// getting one (see seenFilter).
+func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot, fps []fingerprint) error {
 	a.sync.Add(1)
 	a.asking.Add(1)
 	err := a.next.Check(ctx, c, d)
 	a.asking.Add(-1)
 	// A degraded decision says nothing of the shared usage.
 	ok := err == nil && d.Source == sluice.FromStore && len(d.Hits) == len(c.Hits)
-	full := false
 	for i := range c.Hits {
-		s := (*slot)(nil)
-		if asked != nil {
+		var s *slot
+		switch {
+		case asked != nil:
 			s = asked[i]
-		} else if ok {
-			k := slotKeyOf(&c, i)
-			if s = a.addSlot(&k, a.fingerprint(&k)); s == nil {
-				full = true
-				continue
+		case ok && fps != nil:
+			if s = a.slot(fps[i]); s == nil && a.seen.see(fps[i]) {
+				k := slotKeyOf(&c, i)
+				if s = a.addSlot(&k, fps[i]); s == nil {
+					a.overflow.Add(1)
+				}
 			}
 		}
 		if s == nil {
@@ -270,51 +193,19 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 		}
 		s.mu.Unlock()
 	}
-	if full {
-		a.overflow.Add(1)
-	}
 	if asked != nil {
 		runtime.Gosched() // let the callers woken run (see DenyCache.leave)
 	}
 	return err
 }
 
-// checkSeen passes c to the store, whose hit i (fingerprint fp) has no
-// slot, and takes its reply as the view of c's keys: of their slots, or
-// else of their entries in the seen table. The key's next check makes its
-// slot (see promote), so a key checked once costs no slot. made is the
-// count of slots made from fp's set of the seen table read before the
-// check found fp had no slot (see seeAnswer).
-func (a *Async) checkSeen(ctx context.Context, c *sluice.Check, i int, fp fingerprint, made uint64, d *sluice.Decision, now int64) error {
-	a.sync.Add(1)
-	a.asking.Add(1)
-	err := a.next.Check(ctx, *c, d)
-	a.asking.Add(-1)
-	// A degraded decision says nothing of the shared usage.
-	if err != nil || d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits) {
-		return err
-	}
-	for j := range c.Hits {
-		if j == i {
-			a.seeAnswer(c, j, fp, made, &d.Hits[j], now)
-			continue
-		}
-		// A key with a slot, or not looked up: a count older than any
-		// to come has its slot looked up.
-		k := slotKeyOf(c, j)
-		fpj := a.fingerprint(&k)
-		a.seeAnswer(c, j, fpj, a.seen.meta(fpj).Load()/madeOne-1, &d.Hits[j], now)
-	}
-	return nil
-}
-
 // setView takes r, the store's answer about hit i of c at now, as the view
-// of s, locked: the last limit checked is the slot's, and a denial stands
-// until its RetryAfter (see hold).
+// of s, locked, unless a later answer is: a denial stands until its
+// RetryAfter (see hold).
 func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, now int64) {
 	s.lastUse = max(s.lastUse, now)
-	if now < s.viewAt && !s.fromRecord {
-		return // a later answer is already the view
+	if now < s.viewAt {
+		return
 	}
 	s.key = slotKeyOf(c, i)
 	s.setView(r, now)
@@ -325,9 +216,7 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 
 // setView takes r, the store's answer about s's key at at, as s's view.
 func (s *slot) setView(r *sluice.HitResult, at int64) {
-	s.remaining, s.used = r.Remaining, r.Used
-	s.retryAfter, s.resetAfter = r.RetryAfter, r.ResetAfter
-	s.viewAt, s.blind, s.fromRecord = at, false, false
+	s.view, s.viewAt = *r, at
 	s.deniedCost, s.deniedUntil = 0, 0
 }
 
@@ -335,12 +224,9 @@ func (s *slot) setView(r *sluice.HitResult, at int64) {
 func (s *slot) unsent() int64 { return s.pending + s.inflight }
 
 // budget is what this process may admit on s's key before the next reply:
-// what remained at the last one, or its share of it among processes.
+// its share of what remained at the last one.
 func (a *Async) budget(s *slot) int64 {
-	if s.blind {
-		return s.remaining // first sight: not a reply, not shared
-	}
-	return (s.remaining + a.processes - 1) / a.processes
+	return (s.view.Remaining + a.processes - 1) / a.processes
 }
 
 // denied reports whether a denial by the store of cost on s's key, locked,
@@ -350,23 +236,21 @@ func (s *slot) denied(cost, now int64) bool {
 }
 
 // isShort reports whether c's cost does not fit in the budget of s,
-// locked, while no denial by the store stands on it: only the store knows
-// whether it allows.
+// locked, while no denial by the store stands: only the store knows.
 func (a *Async) isShort(c *sluice.Check, s *slot, now int64) bool {
 	return s.unsent()+c.Cost > a.budget(s) && !s.denied(c.Cost, now)
 }
 
 // decide decides c from the views of its slots, all locked. It reports
-// noView when a view cannot be used (none, too old, computed for another
-// limit, or the slot was dropped meanwhile) and short when a non-shadow
-// hit does not fit in its budget while no denial by the store stands on
-// it, unless force: then only the store knows, and d is not written.
+// noView when a view cannot be used (none, too old, of another limit, or
+// the slot was dropped), and short when a non-shadow hit does not fit in
+// its budget while no denial by the store stands, unless force.
 func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Decision, force bool) verdict {
 	v := decided
 	deny := false
 	for i, s := range slots {
 		k := slotKeyOf(c, i)
-		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge || !s.sameLimit(&k) {
+		if s.dead || s.viewAt == 0 || time.Duration(now-s.viewAt) > a.maxViewAge || s.key.hit.Limit != k.hit.Limit || s.key.shadow != k.shadow {
 			return noView
 		}
 		if c.Shadow || c.Hits[i].Limit.Shadow || s.unsent()+c.Cost <= a.budget(s) {
@@ -383,17 +267,12 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 	}
 	d.Prepare(len(slots))
 	for i, s := range slots {
-		shadow := c.Shadow || c.Hits[i].Limit.Shadow
-		fits := s.unsent()+c.Cost <= a.budget(s)
-		d.Hits[i] = sluice.HitResult{Allowed: fits, Shadow: shadow}
+		d.Hits[i] = sluice.HitResult{Allowed: s.unsent()+c.Cost <= a.budget(s), Shadow: c.Shadow || c.Hits[i].Limit.Shadow}
 	}
 	d.Conclude(sluice.FromLocalView)
 	for i, s := range slots {
 		s.lastUse = now
 		if d.Allowed && c.Cost > 0 {
-			if s.blind {
-				a.firstSeen.Add(1)
-			}
 			a.admit(s, c.Cost, now)
 		}
 		a.result(s, now, &d.Hits[i])
@@ -402,32 +281,14 @@ func (a *Async) decide(c *sluice.Check, slots []*slot, now int64, d *sluice.Deci
 }
 
 // admit adds cost to s's pending cost, queues s, and asks for a flush at
-// once when the unsent cost reaches half of the budget. A first-sight
-// admission waits for the next round, where keys seen once are sent
-// together, up to sluice.MaxHits in one check.
+// once when the unsent cost reaches half of the budget.
 func (a *Async) admit(s *slot, cost, now int64) {
 	s.pending += cost
 	s.owed.add(cost, now, int64(s.key.hit.Limit.Window))
 	a.pending.Add(cost)
-	a.enqueue(s)
-	if !s.blind && 2*s.unsent() >= a.budget(s) {
-		a.urgentFlush(s)
-	}
-}
-
-// urgentFlush queues s, locked, on the urgent queue, which a kick sends
-// at once, unless it is there.
-func (a *Async) urgentFlush(s *slot) {
-	if s.urgent {
-		return
-	}
-	s.urgent = true
-	a.qmu.Lock()
-	a.urgent = append(a.urgent, s)
-	a.qmu.Unlock()
-	select {
-	case a.kick <- struct{}{}:
-	default:
+	a.enqueue(s, false)
+	if 2*s.unsent() >= a.budget(s) {
+		a.enqueue(s, true)
 	}
 }
 
@@ -435,41 +296,37 @@ func (a *Async) urgentFlush(s *slot) {
 func (a *Async) result(s *slot, now int64, r *sluice.HitResult) {
 	age := time.Duration(now - s.viewAt)
 	unsent := s.unsent()
-	r.Used = s.used + float64(unsent)
-	r.Remaining = max(0, s.remaining-unsent)
-	r.ResetAfter = max(0, s.resetAfter-age)
+	r.Used = s.view.Used + float64(unsent)
+	r.Remaining = max(0, s.view.Remaining-unsent)
+	r.ResetAfter = max(0, s.view.ResetAfter-age)
 	if !r.Allowed {
-		// The store's own wait, which stands; a shadow hit's without one
-		// is the next flush.
-		if r.RetryAfter = s.retryAfter - age; r.RetryAfter <= 0 {
+		// The store's own wait, or the next flush.
+		if r.RetryAfter = s.view.RetryAfter - age; r.RetryAfter <= 0 {
 			r.RetryAfter = a.interval
 		}
 	}
 }
 
-// lockOrder returns the indexes of slots in the order of their ids, the
-// order in which they are locked.
-func lockOrder(slots []*slot) []uint8 {
-	var buf [sluice.MaxHits]uint8
-	order := buf[:len(slots)]
-	for i := range order {
-		order[i] = uint8(i)
-		for j := i; j > 0 && slots[order[j]].id < slots[order[j-1]].id; j-- {
-			order[j], order[j-1] = order[j-1], order[j]
-		}
+// enqueue puts s, locked, on the queue, or on the urgent queue, which a
+// kick sends at once, unless it is there.
+func (a *Async) enqueue(s *slot, urgent bool) {
+	on, q := &s.queued, &a.queue
+	if urgent {
+		on, q = &s.urgent, &a.urgent
 	}
-	return order
-}
-
-// enqueue puts s, locked, on the queue unless it is there.
-func (a *Async) enqueue(s *slot) {
-	if s.queued {
+	if *on {
 		return
 	}
-	s.queued = true
+	*on = true
 	a.qmu.Lock()
-	a.queue = append(a.queue, s)
+	*q = append(*q, s)
 	a.qmu.Unlock()
+	if urgent {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Reset implements sluice.Limiter: it forgets c's keys here, their pending
@@ -477,27 +334,6 @@ func (a *Async) enqueue(s *slot) {
 func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 	if a.next == nil {
 		return fmt.Errorf("edge: %w: an Async is made by NewAsync", sluice.ErrInvalid)
-	}
-	if a.first != nil {
-		// A first-sight record of the key waiting to be sent would be
-		// recorded after the reset: forget the key's sighting, then send
-		// every record now, so that the reset forgets them too.
-		for i := range c.Hits {
-			k := slotKeyOf(&c, i)
-			a.forgetFirst(a.fingerprint(&k))
-		}
-		if a.first.held.Load() > 0 && !a.closed.Load() {
-			if err := a.Flush(ctx); err != nil {
-				return fmt.Errorf("edge: reset: %w", err)
-			}
-		}
-	}
-	if a.seen != nil {
-		// The store's answers about the keys, from before the reset.
-		for i := range c.Hits {
-			k := slotKeyOf(&c, i)
-			a.forgetSeen(a.fingerprint(&k))
-		}
 	}
 	removed := make([]*slot, 0, len(c.Hits))
 	for i := range c.Hits {
@@ -513,8 +349,7 @@ func (a *Async) Reset(ctx context.Context, c sluice.Check) error {
 		}
 		sh.mu.Unlock()
 	}
-	// A flush already on its way records after a reset sent now: wait for
-	// it (it is bounded by the flush timeout), so the reset forgets it too.
+	// A flush on its way would record after the reset: wait for it.
 	for _, s := range removed {
 		if err := s.waitFlush(ctx); err != nil {
 			return fmt.Errorf("edge: reset: waiting for a flush of the key: %w", err)
@@ -539,19 +374,4 @@ func (s *slot) waitFlush(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// remove deletes s, locked, from sh, whose lock is held, and marks it dead
-// so that a check holding it goes to the store; its pending cost is
-// forgotten.
-func (a *Async) remove(sh *asyncShard, s *slot) {
-	s.dead = true
-	a.pending.Add(-s.pending)
-	s.pending, s.owed = 0, owed{}
-	delete(sh.m, s.fp)
-	if a.seen != nil {
-		a.seen.meta(s.fp).Add(^uint64(0)) // the set's count of slots, less one
-	}
-	a.keys.Add(-1)
-	a.bytes.Add(-keyBytes(&s.key))
 }

@@ -12,10 +12,9 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// run is the coordinating goroutine: one flush round per SyncInterval, or
-// at once when a check asks (a key near its budget), never two at once.
-// A round sends every queued key's pending cost through the flushers and
-// waits for all of them, so a slow store makes rounds longer, each carrying
+// run is the coordinating goroutine: a flush round per SyncInterval, or
+// at once for keys near their budget, never two at once. A round waits
+// for all its calls, so a slow store makes rounds longer, each carrying
 // more cost per key, rather than piling calls up.
 func (a *Async) run() {
 	defer close(a.done)
@@ -35,7 +34,6 @@ func (a *Async) run() {
 		case done := <-a.flushNow:
 			a.flushRound(false)
 			close(done)
-			continue
 		}
 		if now := a.mono(); time.Duration(now-lastSweep) >= time.Second {
 			a.sweep(now)
@@ -52,129 +50,87 @@ func (a *Async) drain(t *time.Ticker) {
 		a.qmu.Lock()
 		left := len(a.queue) + len(a.urgent)
 		a.qmu.Unlock()
-		if a.first != nil {
-			left += int(a.first.held.Load())
-		}
 		if left == 0 {
 			return
 		}
 		select {
 		case <-t.C:
-			continue
 		case <-a.closeCtx.Done():
+			owed := a.pending.Load()
+			a.dropped.Add(uint64(max(0, owed)))
+			a.pending.Add(-owed)
+			a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
+			return
 		}
-		break
 	}
-	owed := a.pending.Load()
-	a.dropped.Add(uint64(max(0, owed)))
-	a.pending.Add(-owed)
-	a.closeErr = fmt.Errorf("edge: close: %d cost admitted here not sent to the store: %w", owed, a.closeCtx.Err())
 }
 
-// batchSlots is the most keys a flusher takes from a round at once; it
-// sends those with the same pending cost (and group and shadow flag) in
-// checks of up to sluice.MaxHits hits, one store call each.
-const batchSlots = 64
+const batchSlots = 64 // the most keys a flusher takes at once
 
-// A flushItem is a part of a round: keys, and which queue they came from.
+// A flushItem is keys of a round, and whether they came from the urgent
+// queue.
 type flushItem struct {
 	slots  []*slot
 	urgent bool
-	first  []firstRecord // first-sight records, sent apart from slots
 }
 
 // flushRound sends the pending cost of every queued key (of the urgent
-// ones only, if urgentOnly) and refreshes their views.
+// ones only, if urgentOnly).
 func (a *Async) flushRound(urgentOnly bool) {
+	var regular []*slot
 	a.qmu.Lock()
 	urgent := a.urgent
-	a.urgent = a.spare[1][:0]
-	var regular []*slot
-	if !urgentOnly {
-		regular = a.queue
-		a.queue = a.spare[0][:0]
+	if a.urgent = nil; !urgentOnly {
+		regular, a.queue = a.queue, nil
 	}
 	a.qmu.Unlock()
-	all := regular
-	var first []firstRecord
-	tookFirst := a.first != nil && (!urgentOnly || a.first.want.Swap(false) || 4*a.first.held.Load() >= a.first.maxRecs)
-	if tookFirst {
-		first = a.takeFirst(a.mono())
+	if len(urgent)+len(regular) == 0 {
+		return
 	}
-	if len(urgent)+len(regular)+len(first) > 0 {
-		start := a.now()
-		a.feed(urgent, true)
-		for len(regular) > 0 {
-			n := min(batchSlots, len(regular))
-			a.round.Add(1)
-			select {
-			case a.work <- flushItem{slots: regular[:n]}:
-				regular = regular[n:]
-				continue
-			case <-a.kick:
-				// A key near its budget does not wait for a long round.
-				a.round.Done()
-				a.feedUrgent()
-			}
+	start := a.now()
+	a.feedUrgent(urgent)
+	for len(regular) > 0 {
+		n := min(batchSlots, len(regular))
+		a.round.Add(1)
+		select {
+		case a.work <- flushItem{slots: regular[:n]}:
+			regular = regular[n:]
+		case <-a.kick:
+			// A key near its budget does not wait for a long round.
+			a.round.Done()
+			a.qmu.Lock()
+			urgent, a.urgent = a.urgent, nil
+			a.qmu.Unlock()
+			a.feedUrgent(urgent)
 		}
-		if len(first) > 0 {
-			// One flusher sends them, a call at a time: each is a
-			// millisecond or so of Redis's time, and calls sent together
-			// would queue past their timeout behind each other.
-			a.round.Add(1)
-			a.work <- flushItem{first: first}
-		}
-		a.round.Wait()
-		took := a.now().Sub(start)
-		a.flushes.Add(1)
-		a.flushNanos.Add(int64(took))
-		a.lastFlush.Store(int64(took))
 	}
-	if tookFirst {
-		a.endFirst()
-	}
-	clear(urgent)
-	a.spare[1] = urgent[:0]
-	if !urgentOnly {
-		clear(all)
-		a.spare[0] = all[:0]
-	}
+	a.round.Wait()
+	took := a.now().Sub(start)
+	a.flushes.Add(1)
+	a.flushNanos.Add(int64(took))
+	a.lastFlush.Store(int64(took))
 }
 
-// feed adds slots to the round, one per item.
-func (a *Async) feed(slots []*slot, urgent bool) {
+// feedUrgent adds urgent slots to the round, one per item.
+func (a *Async) feedUrgent(slots []*slot) {
 	for i := range slots {
 		a.round.Add(1)
-		a.work <- flushItem{slots: slots[i : i+1], urgent: urgent}
+		a.work <- flushItem{slots: slots[i : i+1], urgent: true}
 	}
 }
 
-// feedUrgent adds the urgent keys queued since the round began to it.
-func (a *Async) feedUrgent() {
-	a.qmu.Lock()
-	urgent := a.urgent
-	a.urgent = nil
-	a.qmu.Unlock()
-	a.feed(urgent, true)
-}
-
-// A taken is one key's cost taken for a flush.
+// A taken is one key's cost p taken for a flush, with its parts by age.
 type taken struct {
-	s     *slot
-	key   slotKey // s's key when taken
-	p     int64   // the cost sent
-	parts owed    // p by age, put back if the flush fails
-	now   int64
+	s      *slot
+	key    slotKey
+	p, now int64
+	parts  owed
 }
 
-// flushBuf is a flusher's reusable storage.
-type flushBuf struct {
-	taken    []taken
-	hits     []sluice.Hit
-	d        sluice.Decision
-	checks   []sluice.Check // first-sight records
-	recorded []int64
-	created  []bool
+type flushBuf struct { // a flusher's own storage
+	taken []taken
+	hits  []sluice.Hit
+	d     sluice.Decision
 }
 
 // flusher sends the items of rounds.
@@ -187,17 +143,9 @@ func (a *Async) flusher() {
 }
 
 // flushItem sends what the keys of it owe: keys with the same cost, group
-// and shadow flag together, up to sluice.MaxHits per check; a key alone,
-// or whose group the store denies, by itself.
+// and shadow flag together, up to sluice.MaxHits per check; the others,
+// or a group the store denies, one by one.
 func (a *Async) flushItem(it flushItem, buf *flushBuf) {
-	for recs := it.first; len(recs) > 0; {
-		n := min(firstBatch, len(recs))
-		a.sendFirst(recs[:n], buf)
-		recs = recs[n:]
-	}
-	if len(it.first) > 0 {
-		return
-	}
 	ts := buf.taken[:0]
 	for _, s := range it.slots {
 		if t, ok := a.take(s, it.urgent); ok {
@@ -205,23 +153,21 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 		}
 	}
 	slices.SortFunc(ts, func(x, y taken) int {
-		if c := cmp.Compare(x.p, y.p); c != 0 {
-			return c
-		}
-		if c := strings.Compare(x.key.group, y.key.group); c != 0 {
-			return c
-		}
-		return cmp.Compare(btou(x.key.shadow), btou(y.key.shadow))
+		return cmp.Or(cmp.Compare(x.p, y.p), strings.Compare(x.key.group, y.key.group), cmp.Compare(btou(x.key.shadow), btou(y.key.shadow)))
 	})
 	all := ts
 	for len(ts) > 0 {
 		n := 1
-		for n < len(ts) && n < sluice.MaxHits && sameBatch(&ts[0], &ts[n]) {
+		for n < len(ts) && n < sluice.MaxHits && ts[n].p == ts[0].p && ts[n].key.group == ts[0].key.group && ts[n].key.shadow == ts[0].key.shadow {
 			n++
 		}
 		if n == 1 || !a.sendGroup(ts[:n], buf) {
 			for i := range ts[:n] {
-				a.sendOne(&ts[i], buf)
+				t := &ts[i]
+				buf.hits = append(buf.hits[:0], t.key.hit)
+				c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
+				recorded, err := a.send(c, &buf.d)
+				a.finish(t, recorded, err, &buf.d, 0)
 			}
 		}
 		ts = ts[n:]
@@ -230,27 +176,16 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 	buf.taken = all[:0]
 }
 
-func sameBatch(x, y *taken) bool {
-	return x.p == y.p && x.key.group == y.key.group && x.key.shadow == y.key.shadow
-}
-
 // take takes s's pending cost for a flush, reporting false when there is
-// nothing to send. Pending cost admitted more than a window ago is
-// dropped, not sent (it would count in the wrong window); younger cost is
-// sent.
+// nothing to send. Cost admitted more than a window ago is dropped (it
+// would count in the wrong window).
 func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 	now := a.mono()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if urgent {
-		s.urgent = false
-	} else {
-		s.queued = false
-	}
+	s.urgent, s.queued = s.urgent && !urgent, s.queued && urgent // off its queue
 	if s.flushing {
-		// The key is on both queues and its other flush is under way:
-		// one answer at a time, or a view would miss cost in flight.
-		a.enqueue(s)
+		a.enqueue(s, false) // one flush of a key at a time
 		return taken{}, false
 	}
 	if dropped := s.owed.dropOlder(now, int64(s.key.hit.Limit.Window)); dropped > 0 {
@@ -259,6 +194,7 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 		s.pending -= dropped
 	}
 	if s.pending == 0 {
+		s.broadcast() // those waiting for a flush of cost dropped or reset
 		return taken{}, false
 	}
 	t := taken{s: s, key: s.key, p: s.pending, parts: s.owed, now: now}
@@ -267,9 +203,8 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 }
 
 // sendGroup sends ts, which share cost, group and shadow flag, in one
-// check. It reports false, having recorded nothing, when the check cannot
-// be sent as one (the keys share state) or the store denies it: each key
-// is then sent alone.
+// check. It reports false, having recorded nothing, when the keys share a
+// state or the store denies the check.
 func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 	buf.hits = buf.hits[:0]
 	for i := range ts {
@@ -284,70 +219,46 @@ func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 		return false
 	}
 	for i := range ts {
-		var r *sluice.HitResult
-		if err == nil {
-			r = &buf.d.Hits[i]
-		}
-		a.finish(&ts[i], ts[i].p, err, r)
+		a.finish(&ts[i], ts[i].p, err, &buf.d, i)
 	}
 	return true
 }
 
-// sendOne sends t by itself.
-func (a *Async) sendOne(t *taken, buf *flushBuf) {
-	buf.hits = append(buf.hits[:0], t.key.hit)
-	c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
-	recorded, err := a.send(c, &buf.d)
-	var r *sluice.HitResult
-	if err == nil {
-		r = &buf.d.Hits[0]
-	}
-	a.finish(t, recorded, err, r)
-}
-
-// finish ends t's flush: on success r, the store's answer, becomes the
-// view; on failure the cost is owed again and the key queued. Those
-// waiting for the flush are woken.
-func (a *Async) finish(t *taken, recorded int64, err error, r *sluice.HitResult) {
+// finish ends t's flush: on success hit i of d, the store's answer,
+// becomes the view; on failure the cost is owed again.
+func (a *Async) finish(t *taken, recorded int64, err error, d *sluice.Decision, i int) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
 	s.broadcast()
 	if err != nil && s.dead {
-		// The key was reset or swept while its cost was in flight: what it
-		// owed is forgotten with it, not owed by anyone.
-		a.pending.Add(-t.p)
+		a.pending.Add(-t.p) // reset while in flight: forgotten
 		return
 	}
 	if err != nil {
 		s.pending += t.p
 		s.owed.restore(t.parts) // older than any admitted since
-		a.enqueue(s)
+		a.enqueue(s, false)
 		return
 	}
 	a.pending.Add(-t.p)
 	a.unrecorded.Add(uint64(t.p - recorded))
-	if (t.now >= s.viewAt || s.fromRecord) && t.key.hit.Limit == s.key.hit.Limit {
-		s.setView(r, t.now)
+	if t.now >= s.viewAt && t.key.hit.Limit == s.key.hit.Limit {
+		s.setView(&d.Hits[i], t.now)
 		if recorded < t.p {
-			// The key is full, and this process admitted more than the
-			// store took: nothing remains for it until a reply says so.
-			s.remaining = 0
+			s.view.Remaining = 0 // full, and more admitted than recorded
 		}
 	}
 }
 
-// maxFillAttempts bounds the calls of one flush to a key that is nearly
-// full.
+// maxFillAttempts bounds the calls of one flush to a nearly full key.
 const maxFillAttempts = 4
 
 // send makes the store calls of one flush and returns the cost recorded.
-// A store that denies the cost is nearly full: nothing was recorded, so
-// what fits (its Remaining) is sent again, up to maxFillAttempts calls in
-// all, and the rest is over-admission that cannot be recorded
-// (AsyncStats.Unrecorded). A decision not made by the store (a Guard's
-// failure policy) is a failure: the cost is still owed.
+// A denial recorded nothing: what fits (its Remaining) is sent again, up
+// to maxFillAttempts calls, and the rest is over-admission that cannot be
+// recorded (AsyncStats.Unrecorded).
 func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err error) {
 	if err := a.call(c, d); err != nil {
 		return 0, err
@@ -378,7 +289,15 @@ func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err er
 // errDegraded marks a flush decided by a failure policy, not by the store.
 var errDegraded = errors.New("decided without the store")
 
+// call makes one store call of a flush. While checks wait on the store,
+// flush calls go one at a time: a flush is never in a hurry, and the
+// calls of a round would otherwise sit in the store's queue (the Redis
+// store's coalesced script calls) ahead of those checks.
 func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
+	if a.asking.Load() > 0 {
+		a.oneCall <- struct{}{}
+		defer func() { <-a.oneCall }()
+	}
 	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
 	a.flushCalls.Add(1)
@@ -395,9 +314,9 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
 	return err
 }
 
-// sweep forgets the keys idle for longer than MaxViewAge with nothing
-// owed, and measures the age of the views in use. A key is judged and
-// removed under one hold of its lock, so a check cannot add cost between.
+// sweep forgets the keys idle for longer than MaxViewAge that owe
+// nothing (judged and removed under one hold of the key's lock, so no
+// cost is added between), and measures the age of the views in use.
 func (a *Async) sweep(now int64) {
 	var oldest int64
 	for i := range a.shards {
@@ -424,37 +343,34 @@ func (a *Async) sweep(now int64) {
 	a.viewAge.Store(oldest)
 }
 
-// Flush runs a flush round now, sending what every key owes, and returns
-// when it is over (or when ctx ends, with ctx's error). Cost that fails to
-// be sent stays owed. After Close it returns nil at once.
+// Flush runs a flush round now and returns when it is over, or ctx's
+// error. Cost that fails to be sent stays owed. After Close it returns
+// nil at once.
 func (a *Async) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	select {
 	case a.flushNow <- done:
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		}
 	case <-a.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("edge: flush: %w", ctx.Err())
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("edge: flush: %w", ctx.Err())
-	}
+	return fmt.Errorf("edge: flush: %w", ctx.Err())
 }
 
 // Close stops the flushers after sending everything owed, waiting for the
-// store until ctx ends; then the flush calls under way are canceled, and
-// what is still owed is dropped (counted in AsyncStats.Dropped) and Close
-// returns an error saying how much. Checks made after Close go to the
-// store synchronously. Close is safe to call more than once; later calls
-// return the first's result.
+// store until ctx ends; then the calls under way are canceled, what is
+// still owed is dropped (AsyncStats.Dropped), and Close returns an error
+// saying how much. Checks after Close go to the store. Later calls return
+// the first's result.
 func (a *Async) Close(ctx context.Context) error {
 	a.once.Do(func() {
 		a.closed.Store(true)
-		// Checks that saw the limiter open finish first: their cost is in
-		// the queue before the last rounds.
+		// Checks under way queue their cost before the last rounds.
 		if a.active.Load() > 0 {
 			select {
 			case <-a.idle:

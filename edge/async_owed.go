@@ -1,23 +1,17 @@
 package edge
 
-// owedParts is the most parts a key's pending cost is kept in, each with
-// the time of its first and last admission, so that only the cost older
-// than the key's window is dropped (see owed.dropOlder).
+// owedParts is the most parts a key's pending cost is kept in.
 const owedParts = 4
 
 // A part is cost admitted between two instants (ns since the limiter's
 // base).
 type part struct{ cost, first, last int64 }
 
-// owed is a key's pending cost by age, oldest part first. A new part is
-// begun when the last one began a quarter window ago or more, so while
-// the store answers (and pending cost is sent every SyncInterval, which is
-// shorter than the window) a key owes one part. Past owedParts the two
-// oldest parts are merged: cost is then dropped only when the newest of
-// the merged part is older than the window, never sooner, so a long
-// outage may send some cost up to half a window older than the window
-// (it then counts in a later window: under-admission, never more than
-// what was admitted).
+// owed is a key's pending cost by age, oldest part first, so that only
+// cost older than the key's window is dropped. A part spans at most a
+// quarter window, so while the store answers a key owes one part; past
+// owedParts the two oldest merge, and a long outage may then send some
+// cost up to half a window late (under-admission, never over).
 type owed struct {
 	n     int
 	parts [owedParts]part
@@ -27,23 +21,22 @@ type owed struct {
 func (o *owed) add(cost, now, window int64) {
 	if o.n > 0 && now-o.parts[o.n-1].first < window/owedParts {
 		p := &o.parts[o.n-1]
-		p.cost += cost
-		p.last = max(p.last, now)
+		p.cost, p.last = p.cost+cost, max(p.last, now)
 		return
 	}
-	if o.n == owedParts {
-		o.mergeOldest()
-	}
-	o.parts[o.n] = part{cost: cost, first: now, last: now}
-	o.n++
+	o.push(part{cost: cost, first: now, last: now})
 }
 
-func (o *owed) mergeOldest() {
-	a, b := o.parts[0], o.parts[1]
-	o.parts[0] = part{cost: a.cost + b.cost, first: a.first, last: max(a.last, b.last)}
-	copy(o.parts[1:], o.parts[2:o.n])
-	o.n--
-	o.parts[o.n] = part{}
+// push appends p, merging the two oldest parts when full.
+func (o *owed) push(p part) {
+	if o.n == owedParts {
+		a, b := o.parts[0], o.parts[1]
+		o.parts[0] = part{cost: a.cost + b.cost, first: a.first, last: max(a.last, b.last)}
+		copy(o.parts[1:], o.parts[2:o.n])
+		o.n--
+	}
+	o.parts[o.n] = p
+	o.n++
 }
 
 // dropOlder forgets the parts whose last admission is more than window
@@ -54,29 +47,16 @@ func (o *owed) dropOlder(now, window int64) (dropped int64) {
 		dropped += o.parts[k].cost
 		k++
 	}
-	if k > 0 {
-		copy(o.parts[:], o.parts[k:o.n])
-		for i := o.n - k; i < o.n; i++ {
-			o.parts[i] = part{}
-		}
-		o.n -= k
-	}
+	copy(o.parts[:], o.parts[k:o.n])
+	o.n -= k
 	return dropped
 }
 
 // restore puts back older, the parts of a flush that failed, before the
-// parts owed since, merging the oldest to stay within owedParts.
+// parts owed since.
 func (o *owed) restore(older owed) {
-	if older.n == 0 {
-		return
-	}
-	all := older
 	for i := range o.n {
-		if all.n == owedParts {
-			all.mergeOldest()
-		}
-		all.parts[all.n] = o.parts[i]
-		all.n++
+		older.push(o.parts[i])
 	}
-	*o = all
+	*o = older
 }

@@ -13,12 +13,9 @@ import (
 // TestSweepLosesNoCost: a check that reaches a slot just as the sweep
 // forgets it (idle, owing nothing) is not lost: judged and removed under
 // one hold of the slot's lock, the slot is dead by the time the check
-// locks it, and the check asks the store. The sweep before issue 15's fix
-// judged under the lock and removed after releasing it: a check between
-// the two was admitted from the view and its cost forgotten with the slot
-// (the store counted 1 of 2 admitted checks), which failed this test
-// (verified by putting that sweep back, with the hook between its
-// judgment and its removal).
+// locks it, and the check asks the store. A sweep that judged under the
+// lock and removed after releasing it would let a check between the two be
+// admitted from the view and its cost be forgotten with the slot.
 func TestSweepLosesNoCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, c := newMemAsync(t)

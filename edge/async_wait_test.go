@@ -13,9 +13,8 @@ import (
 // TestAsyncResetWaitsOnTheFlush: a Reset of a key whose flush is under way
 // waits for that flush, and returns the instant it ends: it waits on the
 // flush's end, not on a poll. In a synctest bubble time is exact, so a
-// Reset that polled every 100 µs (the code before issue 15's fix) returned
-// 30 µs after the flush ended, its first poll past the end, and failed
-// this test.
+// Reset that polled every 100 µs would return 30 µs after the flush ended,
+// its first poll past the end, and fail this test.
 func TestAsyncResetWaitsOnTheFlush(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const flushTimeout = time.Second
@@ -23,6 +22,7 @@ func TestAsyncResetWaitsOnTheFlush(t *testing.T) {
 		start := time.Now()
 		a := newAsync(t, f, edge.AsyncOptions{FlushTimeout: flushTimeout})
 		c := check(1, hit("k", "100r/h", sluice.Log))
+		mustCheck(t, a, c)
 		mustCheck(t, a, c) // asks the store: the key's view
 		mustCheck(t, a, c) // local: 1 owed
 		f.set(hang)
@@ -44,9 +44,8 @@ func TestAsyncResetWaitsOnTheFlush(t *testing.T) {
 
 // TestAsyncCloseWaitsOnTheChecks: Close waits for the checks under way,
 // and goes on the instant the last one ends: it waits on a condition, not
-// on a poll. The Close before issue 15's fix polled every 100 µs and
-// returned 30 µs late here (its first poll past the check's end), failing
-// this test.
+// on a poll: a Close that polled every 100 µs would return 30 µs late here
+// (its first poll past the check's end).
 func TestAsyncCloseWaitsOnTheChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)

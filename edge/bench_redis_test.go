@@ -237,10 +237,8 @@ func BenchmarkHotKeysAdmission(b *testing.B) {
 // BenchmarkSpread: 100,000 keys under their limits, 64 callers, one Redis:
 // the Redis store against the same store behind an Async limiter (default
 // options). Every key is checked twice by each contender before its first
-// timed run, so that every key has a view: an Async keeps the answer to a
-// key's first check in its seen table and makes the key's slot at its
-// second (second sight; before it, one check made the slot, and a second
-// was local). After each async run everything owed is flushed; the
+// timed run, so that every key has a view (an Async makes a key's slot at
+// its second answer). After each async run everything owed is flushed; the
 // over-admission the limiter measured (cost the store refused because a
 // key was full, and cost dropped) is reported as over/op, the store calls
 // its flushes made as flushcalls/op.
@@ -305,9 +303,9 @@ func warmUp(b *testing.B, l sluice.Limiter, checks []sluice.Check) {
 }
 
 // BenchmarkFirstSight: keys each checked about once (drawn from 1,000,000,
-// or b.N if more, fresh per run), 64 callers, one Redis: the store alone, an Async limiter
-// (whose first check of a key goes to the store), and one with
-// FirstSight 1 (admitted locally, sent in the background). Each run starts
+// or b.N if more, fresh per run), 64 callers, one Redis: the store alone
+// and an Async limiter (whose first checks of a key go to the store),
+// beside two floors of one write per key. Each run starts
 // on an empty Redis (FLUSHALL before it, not measured): a run after
 // another would pay for the keys it left (bigger tables, their expiry).
 // It measures a Redis that grows: every key is new to its tables and
@@ -337,7 +335,7 @@ func benchFirstSight(b *testing.B, limit string, steady bool) {
 		name  string
 		first int64
 		floor string // a floorLimiter's write, for the floor contenders
-	}{{"store", -1, ""}, {"async", 0, ""}, {"async-firstsight", 1, ""}, {"floor-setnx", -1, "setnx"}, {"floor-hincrby", -1, "hincrby"}} {
+	}{{"store", -1, ""}, {"async", 0, ""}, {"floor-setnx", -1, "setnx"}, {"floor-hincrby", -1, "hincrby"}} {
 		b.Run(c.name, func(b *testing.B) {
 			var l sluice.Limiter = store
 			var a *edge.Async

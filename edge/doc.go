@@ -34,15 +34,17 @@
 //     checking in a loop do not starve the reply past its timeout.
 //   - An [Async] limiter decides from a view of each key's state (the
 //     store's last answer, less the cost admitted here and not yet sent)
-//     and sends pending cost every SyncInterval. A key whose budget is
-//     spent is denied locally only while a denial by the store stands;
-//     otherwise one caller asks the store, after the key's unsent cost is
-//     sent, and the others wait for that answer: so it does not deny what
-//     the store would admit. Over-admission is bounded, per filling of a
-//     key shared by N processes, by N·ceil(Rate/Processes), plus
-//     FirstSight per process and window on a key's first sight, recorded
-//     in the background in batches (see docs/failure.md, "The accuracy
-//     bound" and "First sight").
+//     and sends pending cost every SyncInterval, flush calls giving way
+//     to checks that wait on the store. A key's first checks go to the
+//     store, and its second answer becomes its view, so a key checked
+//     once costs no slot. A key whose budget is spent is denied locally
+//     only while a denial by the store stands; otherwise one caller asks
+//     the store, after the key's unsent cost is sent, and the others wait
+//     for that answer: so it does not deny what the store would admit. A
+//     hit whose window is not longer than SyncInterval is decided by the
+//     store. Over-admission is bounded, per filling of a key shared by N
+//     processes, by N·ceil(Rate/Processes) (see docs/failure.md, "The
+//     accuracy bound").
 //
 // # Defaults
 //
@@ -50,7 +52,7 @@
 // 500 ms doubling to 5 s; deny cache 4 MiB, denials held at most 1 minute;
 // async sync interval 100 ms, Processes 1, 16 flushers, 100,000 keys and
 // 64 MiB tracked, views used for at most 1 minute, flush calls bounded by
-// 1 s, first sight off. Each Options field documents its own.
+// 1 s. Each Options field documents its own.
 //
 // # Errors
 //

@@ -72,7 +72,8 @@ func ExampleDenyCache() {
 }
 
 // An Async limiter decides from its view of the store's usage and sends
-// the cost in the background; Close sends what is still owed.
+// the cost in the background; Close sends what is still owed. A key's
+// first two checks go to the store: the second answer becomes its view.
 func ExampleAsync() {
 	store, _ := memstore.New(memstore.Options{})
 	limiter, _ := edge.NewAsync(store, edge.AsyncOptions{SyncInterval: time.Second})
@@ -91,7 +92,7 @@ func ExampleAsync() {
 	fmt.Println("recorded by the store:", d.Hits[0].Used)
 	// Output:
 	// true store 99
-	// true local-view 98
+	// true store 98
 	// true local-view 97
 	// recorded by the store: 3
 }
