@@ -300,11 +300,10 @@ type Zone struct {
 	// divides the worst-case over-admission by about as much
 	// (edge.AsyncOptions.Processes). Only with mode async. Default: 1.
 	Processes int
-	// FirstSight is, for an async zone, the cost a server admits locally
-	// on a key it has no view of, per key and window, while the key's
-	// first record is sent in the background
-	// (edge.AsyncOptions.FirstSight); 0 asks the store on a key's first
-	// check. Only with mode async. Default: 0.
+	// FirstSight is read so that older configurations load, and has no
+	// effect: a key's first check of an async zone asks the store
+	// (edge.AsyncOptions.FirstSight is deprecated). A value other than 0
+	// is named in Warnings.
 	FirstSight int64
 	// ShowKeys shows the zone's keys as they are in GET /v1/top, /ui and
 	// "sluice top"; otherwise they are shown by their internal/keyname

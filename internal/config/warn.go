@@ -12,7 +12,7 @@ import "strings"
 // named whatever protects the others.
 func (c *Config) Warnings() []string {
 	if !c.has(API) {
-		return nil
+		return c.zoneWarnings()
 	}
 	var open, off []string
 	resetOpen := c.ServesReset() && !(c.Admin.IsAdmin(EndpointReset) && c.adminProtected())
@@ -38,7 +38,7 @@ func (c *Config) Warnings() []string {
 			open = append(open, "GET /v1/top", "GET /ui")
 		}
 	}
-	var out []string
+	out := c.zoneWarnings()
 	if len(open) > 0 {
 		w := "open to every client of the api listeners: " + strings.Join(open, ", ") + "."
 		if resetOpen || c.Admin.Open && !c.adminProtected() {
@@ -49,6 +49,17 @@ func (c *Config) Warnings() []string {
 	if len(off) > 0 {
 		out = append(out, "off, answered 403: "+strings.Join(off, ", ")+
 			"; they change counters and nothing protects them. Enable them with an admin token or a serve: admin listener, or for every client with admin.open: true")
+	}
+	return out
+}
+
+// zoneWarnings names the zone options that load but do nothing.
+func (c *Config) zoneWarnings() []string {
+	var out []string
+	for _, z := range c.Zones {
+		if z.FirstSight != 0 {
+			out = append(out, "zone "+z.Name+": first_sight has no effect: a key's first check of an async zone asks the store")
+		}
 	}
 	return out
 }

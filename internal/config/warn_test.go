@@ -58,3 +58,21 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestWarningsFirstSight: first_sight loads, so that older configurations
+// keep working, and is named as having no effect.
+func TestWarningsFirstSight(t *testing.T) {
+	c, err := Parse("s.yaml", []byte("zones: [{name: z, limits: [1r/s], mode: async, first_sight: 1}, {name: y, limits: [1r/s], mode: async}]\ntop: {enabled: false}\nadmin: {open: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range c.Warnings() {
+		if strings.Contains(w, "first_sight") {
+			got = append(got, w)
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "zone z: first_sight has no effect") {
+		t.Errorf("first_sight warnings %q, want one for zone z", got)
+	}
+}
