@@ -16,7 +16,7 @@ Rows (wrk -t2 -c64, random tokens in the query string):
 
   sync     100,000 tokens under their limits: seed, module sync, auth sync
   async    the same traffic:                  seed, module sync, module async,
-                                              auth async
+                                              auth sync, auth async
   async1k  1,000 tokens, most over their limits after a few seconds:
                                               seed, module sync, module async,
                                               auth sync, auth async
@@ -347,7 +347,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         rows = {
             "sync": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), ("auth_request sync", "/auth", [serves[0].pid])]),
             "async": (100000, [("seed", "/seed", []), ("module sync", "/sync", []), (f"module async, {fs_name}", "/async", []),
-                               ("auth_request async", "/authasync", [serves[1].pid])]),
+                               ("auth_request sync", "/auth", [serves[0].pid]), ("auth_request async", "/authasync", [serves[1].pid])]),
             "async1k": (1000, [("seed", "/seed", []), ("module sync", "/sync", []), (f"module async, {fs_name}", "/async", []),
                                ("auth_request sync", "/auth", [serves[0].pid]), ("auth_request async", "/authasync", [serves[1].pid])]),
             "hot": (10, [("seed", "/seed", []), ("module deny cache", "/deny", []), ("auth_request sync", "/auth", [serves[0].pid])]),
