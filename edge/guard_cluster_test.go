@@ -3,6 +3,7 @@ package edge_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func testFailover(t *testing.T, lastCall time.Duration, fail func(*redistest.Clu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	b, err := edge.NewBreaker(edge.BreakerOptions{Parts: store, Backoff: backoff, MaxBackoff: backoff})
+	b, err := edge.NewBreaker(edge.BreakerOptions{Parts: store, Backoff: backoff, MaxBackoff: backoff, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
