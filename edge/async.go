@@ -209,8 +209,12 @@ type slot struct {
 	view   sluice.HitResult
 	viewAt int64
 	// A denial by the store of deniedCost stands (for that cost or more)
-	// until deniedUntil: other traffic can only add usage.
+	// until deniedUntil: other traffic can only add usage. deniedAhead: it
+	// answered that cost together with unsent cost (askWithUnsent), for an
+	// algorithm under which usage recorded later can expire sooner than
+	// that answer assumed; it then ends when the key's next answer comes.
 	deniedCost, deniedUntil int64
+	deniedAhead             bool
 	// pending is admitted here and not sent, by age in owed; inflight is
 	// being sent.
 	pending, inflight int64
