@@ -77,10 +77,11 @@ const (
 
 // decideOrAsk decides c from the views of its slots, or asks the store:
 // one caller per key at a time, the others waiting for its answer. A key
-// is asked about only when nothing admitted here is unsent on it (else the
-// store would admit that cost again): the caller first waits for the
-// key's flush. If flushes keep failing, it decides from the view after
-// maxWaits waits, as during any outage.
+// is never asked about alone while cost admitted here is unsent on it
+// (else the store would admit that cost again): a one-hit check asks for
+// that cost and its own together (askWithUnsent); a check of more hits
+// first waits for the key's flush. If flushes keep failing, it decides
+// from the view after maxWaits waits, as during any outage.
 func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot, d *sluice.Decision) error {
 	for waits := 0; ; waits++ {
 		now := a.mono()
