@@ -314,7 +314,7 @@ func (a *Async) call(c sluice.Check, d *sluice.Decision, urgent bool) error {
 	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
 	a.flushCalls.Add(1)
-	err := a.next.Check(ctx, c, d)
+	err := a.flushTo.Check(ctx, c, d)
 	if err == nil && (d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits)) {
 		err = fmt.Errorf("%w: %w (%v)", sluice.ErrUnavailable, errDegraded, d.Source)
 	}

@@ -79,3 +79,28 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 		}
 	})
 }
+
+// TestAsyncFlushGoesToItsLimiter: with AsyncOptions.Flush, flush calls go
+// to it and checks to the limiter the Async is in front of.
+func TestAsyncFlushGoesToItsLimiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		checks := newFlaky(t, nil)
+		flushes := &flaky{next: checks.next} // the same store
+		a := newAsync(t, checks, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Flush: flushes})
+		c := check(1, hit("k", "10r/h", sluice.Log))
+		for _, want := range []sluice.Source{sluice.FromStore, sluice.FromStore, sluice.FromLocalView} {
+			if d := mustCheck(t, a, c); d.Source != want {
+				t.Fatalf("%+v, want from %v", d, want)
+			}
+		}
+		if err := a.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := [2]int64{checks.calls.Load(), flushes.calls.Load()}, [2]int64{2, 1}; got != want {
+			t.Errorf("calls to the checks' and the flushes' limiters: %v, want %v", got, want)
+		}
+		if got := used(t, checks.next, c); got != 3 {
+			t.Errorf("store's usage: %v, want 3", got)
+		}
+	})
+}
