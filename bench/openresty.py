@@ -33,13 +33,15 @@ read from /proc.
 
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
                      [-fronts sync,async]
-                     [-stats] [-before DIR]
+                     [-stats] [-before DIR] [-sluice-before BIN]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
 flushes). -before DIR adds to the async row the module async of another
 version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
 tar -x -C DIR), in rounds interleaved with the others (also in async1k).
+-sluice-before BIN adds to both rows auth_request to an async zone of
+`BIN serve`, a sluice built from another version, interleaved likewise.
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -229,6 +231,9 @@ def main():
     ap.add_argument("-before", default="",
                     help="a directory holding another version's openresty/lib (git archive COMMIT openresty/lib | tar -x -C DIR): "
                          "the async row also runs the module async from it, side by side")
+    ap.add_argument("-sluice-before", dest="sluice_before", default="",
+                    help="a sluice binary of another version (go build -o BIN ./cmd/sluice in its checkout): the async and "
+                         "async1k rows also run auth_request to its async zone (front authasyncbefore), side by side")
     ap.add_argument("-fronts", default="",
                     help="only these fronts of each row, by path (comma-separated, e.g. sync,async,asyncbefore); the seed always runs")
     ap.add_argument("-stats", action="store_true",
@@ -250,11 +255,14 @@ def main():
 
     try:
         subprocess.run(["go", "build", "-o", os.path.join(d, "sluice"), "./cmd/sluice"], cwd=ROOT, check=True)
-        rport, up_port, front_port, api_port, api_async_port = (free_port() for _ in range(5))
+        rport, up_port, front_port, api_port, api_async_port, api_before_port = (free_port() for _ in range(6))
         redis = spawn(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         wait_port(rport)
         serves = []
-        for name, port, mode in (("sync", api_port, "sync"), ("async", api_async_port, "async")):
+        serving = [("sync", api_port, "sync"), ("async", api_async_port, "async")]
+        if args.sluice_before:
+            serving.append(("asyncbefore", api_before_port, "async"))
+        for name, port, mode in serving:
             # The async zone gets the module's first_sight too: like for like.
             extra = f", first_sight: {args.first_sight}" if mode == "async" and args.first_sight else ""
             with open(os.path.join(d, name + ".yaml"), "w") as f:
@@ -264,8 +272,9 @@ listeners: [{{addr: "127.0.0.1:{port}", serve: api}}]
 zones:
   - {{name: bench, limits: "100r/m", key: "query:token", mode: {mode}{extra}}}
 """)
-            serves.append(spawn([os.path.join(d, "sluice"), "serve", "-config", os.path.join(d, name + ".yaml")]))
-        for p in (api_port, api_async_port):
+            binary = os.path.abspath(args.sluice_before) if name == "asyncbefore" else os.path.join(d, "sluice")
+            serves.append(spawn([binary, "serve", "-config", os.path.join(d, name + ".yaml")]))
+        for _, p, _ in serving:
             wait_port(p)
         seed = SEED_LUA.replace("REDIS_PORT", str(rport))
         fs_opt = "" if args.first_sight is None else f", first_sight = {args.first_sight}"
@@ -295,6 +304,7 @@ http {{
     upstream app {{ server 127.0.0.1:{up_port}; keepalive 64; }}
     upstream sync_api {{ server 127.0.0.1:{api_port}; keepalive 64; }}
     upstream async_api {{ server 127.0.0.1:{api_async_port}; keepalive 64; }}
+    upstream before_api {{ server 127.0.0.1:{api_before_port}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{front_port} reuseport backlog=4096;
         proxy_http_version 1.1;
@@ -306,8 +316,10 @@ http {{
         location /deny {{ access_by_lua_block {{ require("sluice").limiter("deny"):access{{ zone = "bench", key = ngx.var.arg_token, limits = "100r/m" }} }} proxy_pass http://app; }}
         location /auth {{ auth_request /_sync; error_page 403 = @denied; proxy_pass http://app; }}
         location /authasync {{ auth_request /_async; error_page 403 = @denied; proxy_pass http://app; }}
+        location /authasyncbefore {{ auth_request /_before; error_page 403 = @denied; proxy_pass http://app; }}
         location = /_sync {{ internal; proxy_pass http://sync_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
         location = /_async {{ internal; proxy_pass http://async_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location = /_before {{ internal; proxy_pass http://before_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
         location @denied {{ return 429; }}
         # The floor: what nginx costs with no Lua at all, a 429 from the
         # front, or a plain proxy_pass to the same upstream.
@@ -356,6 +368,9 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         if args.before:
             for row in ("async", "async1k"):
                 rows[row][1].insert(3, ("module async, before (-before)", "/asyncbefore", []))
+        if args.sluice_before:
+            for row in ("async", "async1k"):
+                rows[row][1].append(("auth_request async, before (-sluice-before)", "/authasyncbefore", [serves[2].pid]))
         if args.floor:
             for row in ("sync", "async"):
                 rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
@@ -414,14 +429,24 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                     res[name].append(run(path, tokens, args.d, extra))
             seed = res["seed"]
             print(f"\n### {row}: {tokens} tokens\n")
-            print("| front | requests/s (median) | vs seed, per round | p99 ms (median) | non-2xx | CPU/request, front | CPU/request, Redis |")
-            print("|---|---|---|---|---|---|---|")
+            print("| front | requests/s (median) | vs seed, per round | p99 ms (median) | non-2xx | 2xx/s (median) | CPU/request, front | CPU/request, Redis |")
+            print("|---|---|---|---|---|---|---|---|")
             for name, _, _ in fronts:
                 r = res[name]
                 ratios = sorted(x["rps"] / s["rps"] for x, s in zip(r, seed))
                 med = lambda k: statistics.median(x[k] for x in r)
                 print(f"| {name} | {med('rps'):,.0f} | {statistics.median(ratios):.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f}) | "
-                      f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+                      f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {statistics.median(x['rps'] * (1 - x['non2xx']) for x in r):,.0f} | "
+                      f"{med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+            # Each auth_request front against the sync zone of the same rounds.
+            if "auth_request sync" in res:
+                base = res["auth_request sync"]
+                for name, path, _ in fronts:
+                    if path.startswith("/authasync"):
+                        rps = sorted(x["rps"] / b["rps"] for x, b in zip(res[name], base))
+                        p99 = sorted(x["p99"] / b["p99"] for x, b in zip(res[name], base))
+                        print(f"\n{name} / auth_request sync, per round: requests/s {statistics.median(rps):.2f}x ({rps[0]:.2f}–{rps[-1]:.2f}), "
+                              f"p99 {statistics.median(p99):.2f}x ({p99[0]:.2f}–{p99[-1]:.2f})")
             if args.stats and "/async" in fronts_of:
                 print_stats(fronts_of["/async"][0])
         print("\nload average after:", open("/proc/loadavg").read().strip())

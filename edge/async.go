@@ -68,6 +68,14 @@ type AsyncOptions struct {
 	// FlushTimeout bounds each store call of a flush. Must be >= 0; zero
 	// means DefaultFlushTimeout (1s).
 	FlushTimeout time.Duration
+	// Flush, when set, is the limiter flush calls go to instead of the one
+	// in front of which the Async sits: for a chain whose failure policy
+	// and breaker are there for checks (edge.Guard), so that a flush, which
+	// is sent again when it fails, is bounded by FlushTimeout rather than
+	// by the checks' timeout, and its failures do not open the checks'
+	// breaker. It must decide on the same store. Default nil: flushes go
+	// where checks go.
+	Flush sluice.Limiter
 	// FirstSight is accepted for compatibility and has no effect: a key's
 	// first checks go to the store (docs/design.md, "The async edge").
 	// Must be >= 0.
@@ -129,6 +137,7 @@ type AsyncStats struct {
 // returns an error wrapping sluice.ErrInvalid.
 type Async struct {
 	next       sluice.Limiter
+	flushTo    sluice.Limiter // AsyncOptions.Flush, or next
 	interval   time.Duration
 	processes  int64
 	maxKeys    int64
@@ -209,8 +218,12 @@ type slot struct {
 	view   sluice.HitResult
 	viewAt int64
 	// A denial by the store of deniedCost stands (for that cost or more)
-	// until deniedUntil: other traffic can only add usage.
+	// until deniedUntil: other traffic can only add usage. deniedAhead: it
+	// answered that cost together with unsent cost (askWithUnsent), for an
+	// algorithm under which usage recorded later can expire sooner than
+	// that answer assumed; it then ends when the key's next answer comes.
 	deniedCost, deniedUntil int64
+	deniedAhead             bool
 	// pending is admitted here and not sent, by age in owed; inflight is
 	// being sent.
 	pending, inflight int64
@@ -254,6 +267,9 @@ func NewAsync(next sluice.Limiter, opts AsyncOptions) (*Async, error) {
 		now: opts.Now, log: opts.Logger, secret: newSecret(),
 		kick: make(chan struct{}, 1), oneCall: make(chan struct{}, 1), flushNow: make(chan chan struct{}), closing: make(chan struct{}), done: make(chan struct{}),
 		idle: make(chan struct{}),
+	}
+	if a.flushTo = opts.Flush; a.flushTo == nil {
+		a.flushTo = next
 	}
 	a.callCtx, a.cancelCalls = context.WithCancel(context.Background())
 	a.clock = func() time.Duration { return time.Since(a.base) } // the monotonic clock alone

@@ -3,6 +3,7 @@ package edge
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -76,10 +77,11 @@ const (
 
 // decideOrAsk decides c from the views of its slots, or asks the store:
 // one caller per key at a time, the others waiting for its answer. A key
-// is asked about only when nothing admitted here is unsent on it (else the
-// store would admit that cost again): the caller first waits for the
-// key's flush. If flushes keep failing, it decides from the view after
-// maxWaits waits, as during any outage.
+// is never asked about alone while cost admitted here is unsent on it
+// (else the store would admit that cost again): a one-hit check asks for
+// that cost and its own together (askWithUnsent); a check of more hits
+// first waits for the key's flush. If flushes keep failing, it decides
+// from the view after maxWaits waits, as during any outage.
 func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot, d *sluice.Decision) error {
 	for waits := 0; ; waits++ {
 		now := a.mono()
@@ -93,6 +95,11 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 		}
 		var wait <-chan struct{}
 		if v == short {
+			if t, ok := a.takeUnsent(c, slots, now, waits > 0); ok {
+				slots[0].asking = true // others wait for this answer
+				lockAll(slots, false)
+				return a.askWithUnsent(ctx, c, &t, d, now)
+			}
 			wait = a.waitFor(c, slots, now, waits > 0)
 		}
 		if wait == nil {
@@ -110,6 +117,84 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 		}
 	}
 }
+
+// takeUnsent takes the unsent cost of the one key of a one-hit check
+// short on it (slots, locked), for the check to ask the store about it
+// together with its own cost (askWithUnsent), rather than wait for a flush
+// of it. It reports false when the check has more hits, when another
+// caller's ask is to be waited for first (see waitFor), when nothing is
+// pending or a flush of the key is under way, or when the two costs
+// together exceed the limit's rate (no check may ask for more).
+func (a *Async) takeUnsent(c *sluice.Check, slots []*slot, now int64, waited bool) (taken, bool) {
+	if len(slots) != 1 {
+		return taken{}, false
+	}
+	s := slots[0]
+	if s.flushing || s.pending == 0 || s.asking && !waited || s.pending+c.Cost > c.Hits[0].Limit.Rate {
+		return taken{}, false
+	}
+	return a.takeLocked(s, now)
+}
+
+// askWithUnsent asks the store about c, a one-hit check short on its key,
+// together with t, the key's unsent cost taken from it: one call of cost
+// t.p + c.Cost, so that the check waits for no flush round. Allowed, the
+// store recorded both, and its answer is the decision and the key's view.
+// Denied, it recorded neither: what remains is less than t.p + c.Cost, so
+// once t is recorded less than c.Cost remains, and c is denied as the store
+// would deny it then (its Used and Remaining count t). t is then owed
+// again and sent at once. A degraded decision (the failure policy's) is
+// the check's, and t is owed again.
+func (a *Async) askWithUnsent(ctx context.Context, c *sluice.Check, t *taken, d *sluice.Decision, now int64) error {
+	both := *c
+	both.Cost += t.p
+	a.sync.Add(1)
+	a.asking.Add(1)
+	err := a.next.Check(ctx, both, d)
+	a.asking.Add(-1)
+	answered := err == nil && d.Source == sluice.FromStore && len(d.Hits) == 1
+	s := t.s
+	s.mu.Lock()
+	s.asking = false
+	s.lastUse = max(s.lastUse, now)
+	if answered && d.Allowed {
+		a.finishLocked(t, t.p, nil, d, 0)
+	} else {
+		a.finishLocked(t, 0, errNotRecorded, d, 0)
+		a.enqueue(s, true)
+		if answered {
+			h := &d.Hits[0]
+			if now >= s.viewAt && s.key.hit.Limit == t.key.hit.Limit {
+				// What remains before t, which is unsent again; the denial
+				// stands for c.
+				a.setView(s, c, 0, h, now)
+				s.deniedAhead = s.deniedUntil > now && !expiresInOrder(c.Hits[0].Limit)
+			}
+			h.Used += float64(t.p)
+			h.Remaining = max(0, h.Remaining-t.p)
+		}
+	}
+	s.mu.Unlock()
+	runtime.Gosched() // let the callers woken run (see DenyCache.leave)
+	return err
+}
+
+// expiresInOrder reports whether, under l's algorithm, usage recorded now
+// expires no sooner than usage recorded before: then the store's denial of
+// cost p+c stands for c once p is recorded, for as long as the store said.
+// Not so for sliding-window (a unit recorded now weighs less once its
+// window is the previous one) and decay (a unit recorded now decays too).
+func expiresInOrder(l sluice.Limit) bool {
+	switch l.Algo() {
+	case sluice.Log, sluice.GCRA, sluice.Buckets:
+		return true
+	}
+	return false
+}
+
+// errNotRecorded is what finishes an unsent cost that a denied or
+// degraded askWithUnsent did not record: it is owed again.
+var errNotRecorded = errors.New("edge: not recorded")
 
 // waitFor returns what a check short on some of slots, all locked, waits
 // for before asking the store: another caller's ask (once: an allowed ask
@@ -214,10 +299,14 @@ func (a *Async) setView(s *slot, c *sluice.Check, i int, r *sluice.HitResult, no
 	}
 }
 
-// setView takes r, the store's answer about s's key at at, as s's view.
+// setView takes r, the store's answer about s's key at at, as s's view. A
+// standing denial stands on, usage recorded since only making it longer,
+// unless r says its cost fits or it is deniedAhead.
 func (s *slot) setView(r *sluice.HitResult, at int64) {
 	s.view, s.viewAt = *r, at
-	s.deniedCost, s.deniedUntil = 0, 0
+	if s.deniedAhead || r.Remaining >= s.deniedCost {
+		s.deniedCost, s.deniedUntil, s.deniedAhead = 0, 0, false
+	}
 }
 
 // unsent is the cost admitted here that the store has not recorded yet.

@@ -166,7 +166,7 @@ func (a *Async) flushItem(it flushItem, buf *flushBuf) {
 				t := &ts[i]
 				buf.hits = append(buf.hits[:0], t.key.hit)
 				c := sluice.Check{Hits: buf.hits, Group: t.key.group, Shadow: t.key.shadow, Cost: min(t.p, t.key.hit.Limit.Rate)}
-				recorded, err := a.send(c, &buf.d)
+				recorded, err := a.send(c, &buf.d, it.urgent)
 				a.finish(t, recorded, err, &buf.d, 0)
 			}
 		}
@@ -188,6 +188,12 @@ func (a *Async) take(s *slot, urgent bool) (taken, bool) {
 		a.enqueue(s, false) // one flush of a key at a time
 		return taken{}, false
 	}
+	return a.takeLocked(s, now)
+}
+
+// takeLocked takes the pending cost of s, locked, with no flush of it
+// under way, reporting false when there is nothing to send.
+func (a *Async) takeLocked(s *slot, now int64) (taken, bool) {
 	if dropped := s.owed.dropOlder(now, int64(s.key.hit.Limit.Window)); dropped > 0 {
 		a.dropped.Add(uint64(dropped))
 		a.pending.Add(-dropped)
@@ -214,7 +220,7 @@ func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 	if c.Validate() != nil {
 		return false
 	}
-	err := a.call(c, &buf.d)
+	err := a.call(c, &buf.d, false)
 	if err == nil && !buf.d.Allowed {
 		return false
 	}
@@ -227,9 +233,14 @@ func (a *Async) sendGroup(ts []taken, buf *flushBuf) bool {
 // finish ends t's flush: on success hit i of d, the store's answer,
 // becomes the view; on failure the cost is owed again.
 func (a *Async) finish(t *taken, recorded int64, err error, d *sluice.Decision, i int) {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	a.finishLocked(t, recorded, err, d, i)
+}
+
+// finishLocked is finish with t's slot locked.
+func (a *Async) finishLocked(t *taken, recorded int64, err error, d *sluice.Decision, i int) {
 	s := t.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.inflight, s.flushing = 0, false
 	s.broadcast()
 	if err != nil && s.dead {
@@ -259,8 +270,8 @@ const maxFillAttempts = 4
 // A denial recorded nothing: what fits (its Remaining) is sent again, up
 // to maxFillAttempts calls, and the rest is over-admission that cannot be
 // recorded (AsyncStats.Unrecorded).
-func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err error) {
-	if err := a.call(c, d); err != nil {
+func (a *Async) send(c sluice.Check, d *sluice.Decision, urgent bool) (recorded int64, err error) {
+	if err := a.call(c, d, urgent); err != nil {
 		return 0, err
 	}
 	want := c.Cost
@@ -272,7 +283,7 @@ func (a *Async) send(c sluice.Check, d *sluice.Decision) (recorded int64, err er
 		c.Cost = r
 		last := *d
 		last.Hits = append([]sluice.HitResult(nil), d.Hits...)
-		if err := a.call(c, d); err != nil {
+		if err := a.call(c, d, urgent); err != nil {
 			*d = last // the last answer is the view
 			break
 		}
@@ -292,16 +303,18 @@ var errDegraded = errors.New("decided without the store")
 // call makes one store call of a flush. While checks wait on the store,
 // flush calls go one at a time: a flush is never in a hurry, and the
 // calls of a round would otherwise sit in the store's queue (the Redis
-// store's coalesced script calls) ahead of those checks.
-func (a *Async) call(c sluice.Check, d *sluice.Decision) error {
-	if a.asking.Load() > 0 {
+// store's coalesced script calls) ahead of those checks. An urgent one (of
+// one key near its budget, which checks of the key may be waiting for) is
+// one of those checks' kind, and does not wait for the others.
+func (a *Async) call(c sluice.Check, d *sluice.Decision, urgent bool) error {
+	if !urgent && a.asking.Load() > 0 {
 		a.oneCall <- struct{}{}
 		defer func() { <-a.oneCall }()
 	}
 	ctx, cancel := context.WithTimeout(a.callCtx, a.timeout)
 	defer cancel()
 	a.flushCalls.Add(1)
-	err := a.next.Check(ctx, c, d)
+	err := a.flushTo.Check(ctx, c, d)
 	if err == nil && (d.Source != sluice.FromStore || len(d.Hits) != len(c.Hits)) {
 		err = fmt.Errorf("%w: %w (%v)", sluice.ErrUnavailable, errDegraded, d.Source)
 	}

@@ -72,8 +72,8 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 }
 
 // TestAsyncDeniesLocallyAtTheView: a key whose budget is spent is asked of
-// the store (after its unsent cost is sent), and the store's denial is
-// then repeated locally while it stands.
+// the store together with its unsent cost, which is then sent at once, and
+// the store's denial is repeated locally while it stands.
 func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
@@ -88,8 +88,9 @@ func TestAsyncDeniesLocallyAtTheView(t *testing.T) {
 		if i, _ := d.Denier(); d.Allowed || d.Source != sluice.FromStore || i != 0 || d.RetryAfter() <= 0 {
 			t.Fatalf("6th check: %+v, want denied by the store with a RetryAfter", d)
 		}
+		synctest.Wait()
 		if got := used(t, f.next, c); got != 5 {
-			t.Errorf("store's usage: %v, want the 5 admitted, sent before the store was asked", got)
+			t.Errorf("store's usage: %v, want the 5 admitted, sent after the denial", got)
 		}
 		calls := f.calls.Load()
 		d = mustCheck(t, a, c)
@@ -454,15 +455,18 @@ func TestAsyncFirstSightHasNoEffect(t *testing.T) {
 }
 
 // TestAsyncWaitersWakeWhenCostIsDropped: a check waiting for its key's
-// flush is woken when that flush finds nothing to send, the key's cost
-// having been dropped meanwhile (owed for longer than its window, behind a
-// round that hung on the store), and decides from the view.
+// flush (a check of two keys: one key's check asks the store with its
+// unsent cost instead) is woken when that flush finds nothing to send, the
+// key's cost having been dropped meanwhile (owed for longer than its
+// window, behind a round that hung on the store), and decides from the
+// views.
 func TestAsyncWaitersWakeWhenCostIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, FlushTimeout: 5 * time.Second})
-		hot, slow := check(1, hit("hot", "10r/s", sluice.Log)), check(1, hit("slow", "100r/h", sluice.Log))
-		for _, c := range []sluice.Check{hot, hot, slow, slow, slow} {
+		hotHit, warmHit := hit("hot", "10r/s", sluice.Log), hit("warm", "100r/h", sluice.Log)
+		hot, warm, slow := check(1, hotHit), check(1, warmHit), check(1, hit("slow", "100r/h", sluice.Log))
+		for _, c := range []sluice.Check{hot, hot, warm, warm, slow, slow, slow} {
 			mustCheck(t, a, c) // the views; 1 owed on slow
 		}
 		f.set(hang)
@@ -471,7 +475,7 @@ func TestAsyncWaitersWakeWhenCostIsDropped(t *testing.T) {
 			mustCheck(t, a, hot) // hot's budget, queued behind the hung round
 		}
 		f.set(answer)
-		if d := mustCheck(t, a, hot); !d.Allowed || d.Source != sluice.FromLocalView {
+		if d := mustCheck(t, a, check(1, hotHit, warmHit)); !d.Allowed || d.Source != sluice.FromLocalView {
 			t.Errorf("the check that waited: %+v, want allowed from the view once hot's cost was dropped", d)
 		}
 		if s := a.Stats(); s.Dropped != 8 {

@@ -39,8 +39,9 @@
 //     store, and its second answer becomes its view, so a key checked
 //     once costs no slot. A key whose budget is spent is denied locally
 //     only while a denial by the store stands; otherwise one caller asks
-//     the store, after the key's unsent cost is sent, and the others wait
-//     for that answer: so it does not deny what the store would admit. A
+//     the store, for the key's unsent cost together with its own (a check
+//     of several hits: after that cost is sent), and the others wait for
+//     that answer: so it does not deny what the store would admit. A
 //     hit whose window is not longer than SyncInterval is decided by the
 //     store. Over-admission is bounded, per filling of a key shared by N
 //     processes, by N·ceil(Rate/Processes) (see docs/failure.md, "The

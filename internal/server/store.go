@@ -80,6 +80,7 @@ func storeURL(cfg config.Store) string {
 type backend struct {
 	store    *Store
 	remote   bool
+	timed    sluice.Limiter // the store, timed for /metrics
 	breaker  *edge.Breaker
 	policies map[config.FailurePolicy]*policyChain
 	// fallback decides, under the local policy, the checks of a remote
@@ -120,7 +121,7 @@ type policyChain struct {
 // ready gates the remote store's checks until it is warm (warmGate).
 func newBackend(store *Store, cfg config.Store, m *metrics, log *slog.Logger, ready *readiness) (*backend, error) {
 	timed := &timedLimiter{next: store.Limiter, hist: m.storeDuration}
-	b := &backend{store: store, remote: cfg.Kind != config.Memory, policies: map[config.FailurePolicy]*policyChain{}, log: log, asyncs: map[asyncKey]*edge.Async{}}
+	b := &backend{store: store, remote: cfg.Kind != config.Memory, timed: timed, policies: map[config.FailurePolicy]*policyChain{}, log: log, asyncs: map[asyncKey]*edge.Async{}}
 	if !b.remote {
 		for _, p := range []config.FailurePolicy{config.FailOpen, config.FailClosed, config.FailLocal} {
 			b.policies[p] = &policyChain{limiter: timed}
@@ -182,10 +183,14 @@ func (b *backend) limiter(policies ...config.FailurePolicy) sluice.Limiter {
 }
 
 // zoneLimiter returns the limiter of a zone's own checks: its policy's
-// chain, behind an edge.Async when the zone is async. The Async sends its
-// cost through the policy's Guard, not its deny cache (whose answers are
+// chain, behind an edge.Async when the zone is async. The Async asks the
+// store through the policy's Guard, not its deny cache (whose answers are
 // not the store's), so the zone's failure policy decides the checks it
-// cannot decide from its views while the store fails.
+// cannot decide from its views while the store fails. Its flushes go to
+// the store itself: a flush that fails is sent again, so it is bounded by
+// the Async's flush timeout, not the store timeout of checks, and its
+// failures (a flush of 16 keys on a loaded machine) do not open the
+// breaker that decides every check.
 func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	if z.Mode != config.AsyncMode {
 		return b.limiter(z.Failure)
@@ -201,7 +206,7 @@ func (b *backend) zoneLimiter(z *config.Zone) sluice.Limiter {
 	if chain.guard != nil {
 		next = chain.gate
 	}
-	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, FirstSight: z.FirstSight, Logger: b.log})
+	a, err := edge.NewAsync(next, edge.AsyncOptions{SyncInterval: z.SyncInterval, Processes: z.Processes, FirstSight: z.FirstSight, Flush: b.timed, Logger: b.log})
 	if err != nil { // not with a validated configuration
 		b.log.Error("async mode unavailable; the zone is synchronous", "zone", z.Name, "error", err.Error())
 		return b.limiter(z.Failure)
