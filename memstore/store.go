@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"strings"
 	"sync"
@@ -54,7 +53,7 @@ type Store struct {
 	setup  sync.Mutex             // held while a zero Store sets itself up
 	now    func() time.Time       // nil: the anchored system clock
 	anchor atomic.Pointer[anchor] // when now is nil
-	seed   maphash.Seed
+	hash   hashKeys
 	shards []shard
 	mask   uint64
 	// The counters are written when states are dropped (a flood of new
@@ -99,7 +98,7 @@ func New(opts Options) (*Store, error) {
 // init sets up an empty store of n shards (a power of two) holding at most
 // maxKeys states, and marks it ready.
 func (s *Store) init(now func() time.Time, maxKeys, n int) {
-	s.now, s.seed = now, maphash.MakeSeed()
+	s.now, s.hash = now, newHashKeys()
 	if s.now == nil {
 		s.anchor.Store(newAnchor())
 	}
@@ -199,6 +198,7 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 // (bench/run.sh memory), and it is the only path that decides without
 // the shard's lock.
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
+	now := s.micros()
 	h := &c.Hits[0]
 	l := &h.Limit
 	// The identity, field by field: a composite literal of this size is
@@ -222,7 +222,6 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	kh := s.keyHash(c.Group, h.Zone, h.Key)
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
 	shadow := c.Shadow || l.Shadow
-	now := s.micros()
 	var o algo.Outcome
 	e, seq, done := sh.peek(hash, &k, p, shadow, &o, now, c.Cost)
 	if done {
