@@ -64,7 +64,11 @@ func mix(a, b uint64) uint64 {
 // multi-limit check on one key takes one lock. Each part is hashed with
 // its length, so moving bytes between the parts changes the hash.
 func (s *Store) keyHash(group, zone, key string) uint64 {
-	h := s.hash.strHash(key, 0)
+	return s.hashMore(s.hash.strHash(key, 0), group, zone)
+}
+
+// hashMore is keyHash of group, zone and a key whose strHash is h.
+func (s *Store) hashMore(h uint64, group, zone string) uint64 {
 	if zone != "" {
 		h = s.hash.strHash(zone, h^0x9E3779B97F4A7C15)
 	}

@@ -140,6 +140,16 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		s.checkOne(&c, algoCode(c.Hits[0].Limit.Algo()), d)
 		return nil
 	}
+	s.checkMany(c, d)
+	return nil
+}
+
+// checkMany is Check for a valid check of several hits, through a
+// workset: a function of its own, so that the workset's kilobytes are
+// not in the frame of every single-hit check.
+//
+//go:noinline
+func (s *Store) checkMany(c sluice.Check, d *sluice.Decision) {
 	now := s.micros()
 	var b workset
 	n := b.prepare(s, c)
@@ -152,7 +162,6 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	b.unlockEntries(s)
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
-	return nil
 }
 
 // commonOne reports whether c is a single-hit check of a common shape that
@@ -198,7 +207,17 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 // (bench/run.sh memory), and it is the only path that decides without
 // the shard's lock.
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
-	now := s.micros()
+	// micros, written out: it is too large for the compiler to inline,
+	// and a call costs a hot check measurably.
+	now, fresh := int64(0), false
+	if s.now == nil {
+		a := s.anchor.Load()
+		since := time.Since(a.wall)
+		now, fresh = a.micros+int64(since/time.Microsecond), since < anchorTTL
+	}
+	if !fresh {
+		now = s.microsSlow()
+	}
 	h := &c.Hits[0]
 	l := &h.Limit
 	// The identity, field by field: a composite literal of this size is
@@ -212,14 +231,17 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 		k.Limit.Bucket = bucketMicros(l)
 	}
 	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
-	var sum [idSum]byte
 	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+		var sum [idSum]byte // declared here: zeroed only for long identities
 		// A copy of the group: the caller's Check.Group reaching the
 		// hash's interface would make the caller's Hits escape.
 		digest(&sum, strings.Clone(c.Group), h.Zone, h.Key)
 		k.sum = &sum
 	}
-	kh := s.keyHash(c.Group, h.Zone, h.Key)
+	kh := s.hash.strHash(h.Key, 0) // keyHash, without its call for a key alone
+	if h.Zone != "" || c.Group != "" {
+		kh = s.hashMore(kh, c.Group, h.Zone)
+	}
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
 	shadow := c.Shadow || l.Shadow
 	var o algo.Outcome
@@ -429,9 +451,8 @@ func fill(d *sluice.Decision, hits []algo.Hit, out []algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// micros reads the clock in µs since the epoch. The common case, the
-// anchored system clock within anchorTTL of its anchor, is small enough to
-// inline into a check.
+// micros reads the clock in µs since the epoch (checkOne has it written
+// out).
 func (s *Store) micros() int64 {
 	if s.now == nil {
 		a := s.anchor.Load()
