@@ -187,9 +187,11 @@ func (e *entry) is(k *stateKey) bool {
 	z := g + int(e.zoneLen)
 	if n := int(e.inlineLen); n > 0 {
 		// The lengths are equal: compare only what is not empty, the key
-		// first, which tells states apart most often.
-		return n == z+len(k.Key) && inlineEq(e.inline[z:n], k.Key) &&
-			(z == g || inlineEq(e.inline[g:z], k.Zone)) && (g == 0 || inlineEq(e.inline[:g], k.Group))
+		// last, so that nothing is kept across its call.
+		if n != z+len(k.Key) || z != g && !inlineEq(e.inline[g:z], k.Zone) || g != 0 && !inlineEq(e.inline[:g], k.Group) {
+			return false
+		}
+		return inlineEq(e.inline[z:n], k.Key)
 	}
 	return len(e.long) == z+len(k.Key) && e.long[:g] == k.Group && e.long[g:z] == k.Zone && e.long[z:] == k.Key
 }

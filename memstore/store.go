@@ -133,6 +133,12 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		s.checkOne(&c, code, d)
 		return nil
 	}
+	return s.checkOther(c, d)
+}
+
+// checkOther is Check for a check commonOne does not accept: validated,
+// then decided by checkOne or checkMany.
+func (s *Store) checkOther(c sluice.Check, d *sluice.Decision) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
