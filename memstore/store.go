@@ -250,8 +250,7 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 	}
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
 	shadow := c.Shadow || l.Shadow
-	var o algo.Outcome
-	e, seq, done := sh.peek(hash, &k, p, shadow, &o, now, c.Cost)
+	e, seq, o, done := sh.peek(hash, &k, p, shadow, now, c.Cost)
 	if done {
 		fillOne(d, shadow, p.Rate, &o)
 		return
