@@ -78,15 +78,14 @@ func (s *Store) hashMore(h uint64, group, zone string) uint64 {
 	return h
 }
 
-// stateHash extends a key hash with the limit's identity and mixes the
-// result (MurmurHash3's finalizer). Equal hashes are told apart by the
-// entries' keys, so a collision costs time, never correctness.
+// stateHash extends a key hash with the limit's identity. The key hash is
+// mixed already (strHash's last step is a multiplication), so one fold of
+// the high half into the low one does: the low bits pick a state's slot,
+// and without the fold they would be the key hash's low bits, which pick
+// the shard and so are alike for every state of a shard. Equal hashes are
+// told apart by the entries' keys, so a collision costs time, never
+// correctness.
 func stateHash(kh uint64, k *stateKey) uint64 {
 	h := kh ^ uint64(k.Limit.Window)*0xC2B2AE3D27D4EB4F ^ uint64(k.Limit.Bucket)*0x165667B19E3779F9 ^ uint64(k.Limit.Code)<<59
-	h ^= h >> 33
-	h *= 0xFF51AFD7ED558CCD
-	h ^= h >> 33
-	h *= 0xC4CEB9FE1A85EC53
-	h ^= h >> 33
-	return h
+	return h ^ h>>32
 }
