@@ -208,8 +208,9 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 
 // checkOne is Check for a single valid hit whose algorithm code is code:
 // one hash of the group, zone and key, one clock read, one lock, and no
-// workset. The clock is read before the lock, as in Check. Through the
-// workset instead, a single-hit check costs 1.7-2.7x the CPU
+// workset. The clock is read first (before the lock, as in checkMany):
+// a clock read waits for the instructions before it to complete, and
+// fewer are in flight at the start. Through the workset instead, a single-hit check costs 1.7-2.7x the CPU
 // (bench/run.sh memory), and it is the only path that decides without
 // the shard's lock.
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
