@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -184,13 +185,41 @@ func (e *entry) is(k *stateKey) bool {
 	}
 	g := int(e.groupLen)
 	z := g + int(e.zoneLen)
-	if e.inlineLen > 0 {
-		// The lengths are equal: compare only what is not empty.
-		n := int(e.inlineLen)
-		return n == z+len(k.Key) && (g == 0 || string(e.inline[:g]) == k.Group) &&
-			(z == g || string(e.inline[g:z]) == k.Zone) && string(e.inline[z:n]) == k.Key
+	if n := int(e.inlineLen); n > 0 {
+		// The lengths are equal: compare only what is not empty, the key
+		// last, so that nothing is kept across its call.
+		if n != z+len(k.Key) || z != g && !inlineEq(e.inline[g:z], k.Zone) || g != 0 && !inlineEq(e.inline[:g], k.Group) {
+			return false
+		}
+		return inlineEq(e.inline[z:n], k.Key)
 	}
 	return len(e.long) == z+len(k.Key) && e.long[:g] == k.Group && e.long[g:z] == k.Zone && e.long[z:] == k.Key
+}
+
+// inlineEq reports whether b, a part of an entry's inline identity, and s,
+// of b's length, hold the same bytes. It is string(b) == s without the
+// call to the runtime's comparison, which costs a short key's lookup more
+// than the comparison itself: up to 32 bytes are four pairs of 8-byte
+// words, the last pairs overlapping the first ones when shorter.
+func inlineEq(b []byte, s string) bool {
+	n := len(b)
+	t := unsafe.Slice(unsafe.StringData(s), n) // read only; len(s) == n
+	le := binary.LittleEndian
+	switch {
+	case n >= 16:
+		return (le.Uint64(b)^le.Uint64(t))|(le.Uint64(b[8:])^le.Uint64(t[8:]))|
+			(le.Uint64(b[n-16:])^le.Uint64(t[n-16:]))|(le.Uint64(b[n-8:])^le.Uint64(t[n-8:])) == 0
+	case n >= 8:
+		return (le.Uint64(b)^le.Uint64(t))|(le.Uint64(b[n-8:])^le.Uint64(t[n-8:])) == 0
+	case n >= 4:
+		return (le.Uint32(b)^le.Uint32(t))|(le.Uint32(b[n-4:])^le.Uint32(t[n-4:])) == 0
+	}
+	for i := range b {
+		if b[i] != t[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // The entry types keep each algorithm's state in the entry's allocation.

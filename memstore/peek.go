@@ -33,22 +33,34 @@ import (
 //
 // The entry's denied hint (seqDenied, set by the last check that held
 // the lock) keeps checks that will be allowed from evaluating twice.
-func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo.Outcome, now, cost int64) (e *entry, seq uint64, done bool) {
+func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, now, cost int64) (e *entry, seq uint64, o algo.Outcome, done bool) {
 	seq = atomic.LoadUint64(&sh.seq)
 	if seq&1 != 0 {
-		return nil, 1, false
+		return nil, 1, o, false
 	}
 	tab, mask := sh.table()
 	if atomic.LoadUint64(&sh.seq) != seq {
-		return nil, 1, false
+		return nil, 1, o, false
 	}
-	e = findIn(tab, mask, h, k)
-	if e == nil {
-		return nil, seq, false
+	// shard.find on a table read without the lock: each slot loaded
+	// atomically, and at most every slot visited once, since slots may
+	// change under it. Written out here: a call costs a hot check
+	// measurably.
+	for i, n := h&mask, mask; ; i, n = (i+1)&mask, n-1 {
+		sl := (*slot)(unsafe.Add(unsafe.Pointer(tab), i*uint64(unsafe.Sizeof(slot{})))) // i <= mask
+		if e = sl.entry(); e == nil {
+			return nil, seq, o, false
+		}
+		if atomic.LoadUint64(&sl.hash) == h && e.is(k) {
+			break
+		}
+		if n == 0 {
+			return nil, seq, o, false
+		}
 	}
 	es := atomic.LoadUint32(&e.seq)
 	if es&seqLocked != 0 || cost > 0 && (shadow || es&seqDenied == 0) {
-		return e, seq, false
+		return e, seq, o, false
 	}
 	// The copy, typed where the fields are exported: a loop over
 	// stateWords costs a hot denial 4% more instructions (callgrind).
@@ -57,47 +69,27 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, o *algo
 	case codeWindow:
 		st := e.loadWindow()
 		if atomic.LoadUint32(&e.seq) != es {
-			return e, seq, false
+			return e, seq, o, false
 		}
 		r = st.Eval(p, now, cost)
 	case codeGCRA:
 		st := e.loadGCRA()
 		if atomic.LoadUint32(&e.seq) != es {
-			return e, seq, false
+			return e, seq, o, false
 		}
 		r = st.Eval(p, now, cost)
 	case codeDecay:
 		var w words
 		w.load(e.stateWords())
 		if atomic.LoadUint32(&e.seq) != es {
-			return e, seq, false
+			return e, seq, o, false
 		}
 		r = w.decay().Eval(p, now, cost)
 	default:
-		return e, seq, false
+		return e, seq, o, false
 	}
 	if cost > 0 && (r.Allowed || shadow) {
-		return e, seq, false // to be recorded: under the lock
+		return e, seq, o, false // to be recorded: under the lock
 	}
-	*o = algo.Outcome{Allowed: r.Allowed, Used: r.Used, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
-	return e, seq, true
-}
-
-// findIn is shard.find on a table read without the lock (see
-// shard.table): it loads each slot atomically and gives up after visiting
-// every slot, since slots may change under it.
-func findIn(tab *slot, mask, h uint64, k *stateKey) *entry {
-	i := h & mask
-	for range mask + 1 {
-		s := (*slot)(unsafe.Add(unsafe.Pointer(tab), i*uint64(unsafe.Sizeof(slot{})))) // i <= mask
-		e := s.entry()
-		if e == nil {
-			return nil
-		}
-		if atomic.LoadUint64(&s.hash) == h && e.is(k) {
-			return e
-		}
-		i = (i + 1) & mask
-	}
-	return nil
+	return e, seq, algo.Outcome(r), true
 }

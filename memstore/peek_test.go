@@ -41,8 +41,7 @@ func TestPeekIsLocked(t *testing.T) {
 				cost, shadow := rng.Int64N(4), rng.IntN(10) == 0
 				if e := sh.find(h, &k); e != nil {
 					atomic.OrUint32(&e.seq, seqDenied)
-					var got algo.Outcome
-					if _, seq, done := sh.peek(h, &k, p, shadow, &got, at.UnixMicro(), cost); done {
+					if _, seq, got, done := sh.peek(h, &k, p, shadow, at.UnixMicro(), cost); done {
 						if seq != sh.seq {
 							t.Fatalf("check %d: peek answered under seq %d, the shard's is %d", i, seq, sh.seq)
 						}

@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math/bits"
 	"strings"
 	"sync"
@@ -54,7 +53,7 @@ type Store struct {
 	setup  sync.Mutex             // held while a zero Store sets itself up
 	now    func() time.Time       // nil: the anchored system clock
 	anchor atomic.Pointer[anchor] // when now is nil
-	seed   maphash.Seed
+	hash   hashKeys
 	shards []shard
 	mask   uint64
 	// The counters are written when states are dropped (a flood of new
@@ -99,7 +98,7 @@ func New(opts Options) (*Store, error) {
 // init sets up an empty store of n shards (a power of two) holding at most
 // maxKeys states, and marks it ready.
 func (s *Store) init(now func() time.Time, maxKeys, n int) {
-	s.now, s.seed = now, maphash.MakeSeed()
+	s.now, s.hash = now, newHashKeys()
 	if s.now == nil {
 		s.anchor.Store(newAnchor())
 	}
@@ -134,6 +133,12 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		s.checkOne(&c, code, d)
 		return nil
 	}
+	return s.checkOther(c, d)
+}
+
+// checkOther is Check for a check commonOne does not accept: validated,
+// then decided by checkOne or checkMany.
+func (s *Store) checkOther(c sluice.Check, d *sluice.Decision) error {
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("memstore: check: %w", err)
 	}
@@ -141,6 +146,16 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		s.checkOne(&c, algoCode(c.Hits[0].Limit.Algo()), d)
 		return nil
 	}
+	s.checkMany(c, d)
+	return nil
+}
+
+// checkMany is Check for a valid check of several hits, through a
+// workset: a function of its own, so that the workset's kilobytes are
+// not in the frame of every single-hit check.
+//
+//go:noinline
+func (s *Store) checkMany(c sluice.Check, d *sluice.Decision) {
 	now := s.micros()
 	var b workset
 	n := b.prepare(s, c)
@@ -153,7 +168,6 @@ func (s *Store) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	b.unlockEntries(s)
 	b.unlock(s)
 	fill(d, b.hits[:n], b.out[:n])
-	return nil
 }
 
 // commonOne reports whether c is a single-hit check of a common shape that
@@ -194,11 +208,23 @@ func commonOne(c *sluice.Check) (code uint8, ok bool) {
 
 // checkOne is Check for a single valid hit whose algorithm code is code:
 // one hash of the group, zone and key, one clock read, one lock, and no
-// workset. The clock is read before the lock, as in Check. Through the
-// workset instead, a single-hit check costs 1.7-2.7x the CPU
+// workset. The clock is read first (before the lock, as in checkMany):
+// a clock read waits for the instructions before it to complete, and
+// fewer are in flight at the start. Through the workset instead, a single-hit check costs 1.7-2.7x the CPU
 // (bench/run.sh memory), and it is the only path that decides without
 // the shard's lock.
 func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
+	// micros, written out: it is too large for the compiler to inline,
+	// and a call costs a hot check measurably.
+	now, fresh := int64(0), false
+	if s.now == nil {
+		a := s.anchor.Load()
+		since := time.Since(a.wall)
+		now, fresh = a.micros+int64(since/time.Microsecond), since < anchorTTL
+	}
+	if !fresh {
+		now = s.microsSlow()
+	}
 	h := &c.Hits[0]
 	l := &h.Limit
 	// The identity, field by field: a composite literal of this size is
@@ -212,19 +238,20 @@ func (s *Store) checkOne(c *sluice.Check, code uint8, d *sluice.Decision) {
 		k.Limit.Bucket = bucketMicros(l)
 	}
 	p := algo.Params{Rate: l.Rate, Window: k.Limit.Window, Bucket: k.Limit.Bucket}
-	var sum [idSum]byte
 	if len(c.Group)+len(h.Zone)+len(h.Key) > maxWhole {
+		var sum [idSum]byte // declared here: zeroed only for long identities
 		// A copy of the group: the caller's Check.Group reaching the
 		// hash's interface would make the caller's Hits escape.
 		digest(&sum, strings.Clone(c.Group), h.Zone, h.Key)
 		k.sum = &sum
 	}
-	kh := s.keyHash(c.Group, h.Zone, h.Key)
+	kh := s.hash.strHash(h.Key, 0) // keyHash, without its call for a key alone
+	if h.Zone != "" || c.Group != "" {
+		kh = s.hashMore(kh, c.Group, h.Zone)
+	}
 	sh, hash := &s.shards[kh&s.mask], stateHash(kh, &k)
 	shadow := c.Shadow || l.Shadow
-	now := s.micros()
-	var o algo.Outcome
-	e, seq, done := sh.peek(hash, &k, p, shadow, &o, now, c.Cost)
+	e, seq, o, done := sh.peek(hash, &k, p, shadow, now, c.Cost)
 	if done {
 		fillOne(d, shadow, p.Rate, &o)
 		return
@@ -430,9 +457,8 @@ func fill(d *sluice.Decision, hits []algo.Hit, out []algo.Outcome) {
 	d.Conclude(sluice.FromStore)
 }
 
-// micros reads the clock in µs since the epoch. The common case, the
-// anchored system clock within anchorTTL of its anchor, is small enough to
-// inline into a check.
+// micros reads the clock in µs since the epoch (checkOne has it written
+// out).
 func (s *Store) micros() int64 {
 	if s.now == nil {
 		a := s.anchor.Load()

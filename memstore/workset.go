@@ -1,8 +1,6 @@
 package memstore
 
 import (
-	"hash/maphash"
-	"math/bits"
 	"slices"
 	"strings"
 
@@ -164,33 +162,6 @@ func (b *workset) store(s *Store, group string, now int64) {
 		}
 		s.record(&s.shards[b.shard[i]], b.hashes[i], b.entries[i], b.stored[i], &k, now+b.out[i].ResetAfter, now)
 	}
-}
-
-// keyHash hashes a group, a zone and a key with the store's seed. Its low bits
-// choose the shard, so every limit of one key shares a shard and a
-// multi-limit check on one key takes one lock.
-func (s *Store) keyHash(group, zone, key string) uint64 {
-	h := maphash.String(s.seed, key)
-	if zone != "" {
-		h ^= bits.RotateLeft64(maphash.String(s.seed, zone), 29) * 0x9E3779B97F4A7C15
-	}
-	if group != "" {
-		h ^= bits.RotateLeft64(maphash.String(s.seed, group), 47) * 0xD6E8FEB86659FD93
-	}
-	return h
-}
-
-// stateHash extends a key hash with the limit's identity and mixes the
-// result (MurmurHash3's finalizer). Equal hashes are told apart by the
-// entries' keys, so a collision costs time, never correctness.
-func stateHash(kh uint64, k *stateKey) uint64 {
-	h := kh ^ uint64(k.Limit.Window)*0xC2B2AE3D27D4EB4F ^ uint64(k.Limit.Bucket)*0x165667B19E3779F9 ^ uint64(k.Limit.Code)<<59
-	h ^= h >> 33
-	h *= 0xFF51AFD7ED558CCD
-	h ^= h >> 33
-	h *= 0xC4CEB9FE1A85EC53
-	h ^= h >> 33
-	return h
 }
 
 // The algorithms' codes (ident.Algo.Code) that memstore switches on to
