@@ -192,6 +192,14 @@ local function plan(self, c, with_specs)
   return calls
 end
 
+-- plan_of returns the calls of c (valid) with their limits' specs, as
+-- check_batch takes them for a check it is given again and again (the
+-- asynchronous mode's flush): what does not change between two calls is
+-- built once. The calls' cost is set by check_batch.
+function _M.plan_of(self, c)
+  return plan(self, c, true)
+end
+
 -- node_of returns the address of the Cluster master that owns the hash
 -- slot of c's first hit in this worker's slot map (the scope of the
 -- breaker, sluice.edge), or nil when the map does not know it yet.
@@ -466,14 +474,16 @@ end
 -- check_batch decides valid checks on Redis's clock, each as check does,
 -- in as few script calls as it can: the checks of one hash slot together,
 -- up to MAX_BATCH a call, each decided atomically as if sent alone (a
--- check across slots goes alone). It returns the decisions and the errors,
+-- check across slots goes alone). plans, when given, holds each check's
+-- calls (plan_of), made earlier. It returns the decisions and the errors,
 -- one of them set per check.
-function _M.check_batch(self, checks)
+function _M.check_batch(self, checks, plans)
   local ds, errs = {}, {}
   local by_slot, slots = {}, {}
   for i, c in ipairs(checks) do
-    local calls = plan(self, c, true)
+    local calls = plans and plans[i] or plan(self, c, true)
     if #calls == 1 then
+      calls[1].cost = c.cost
       local s = calls[1].slot
       if not by_slot[s] then
         by_slot[s] = {}

@@ -177,7 +177,7 @@ local function add(self, id, c)
   -- Every field in the constructor: one allocation of the right size.
   local v = { check = c, bytes = bytes, pending = 0, inflight = 0, parts = false, sending = false,
     window = window / 1e6, at = 0, retry_at = 0, hits = false, blind = false, budget = 0,
-    queued = false, refresh = false }
+    queued = false, refresh = false, plan = false }
   self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
   return v
 end
@@ -366,12 +366,19 @@ end
 -- (0 for a refresh), and takes the answers. It returns the views the
 -- store denied that can still record some of their cost, and that cost.
 local function send(self, vs, costs)
-  local checks = {}
+  local checks, plans = {}, {}
   for k, v in ipairs(vs) do
     local c = v.check
     checks[k] = { hits = c.hits, group = c.group, shadow = c.shadow, cost = costs[k] }
+    -- The view's calls (state keys, specs): made on its first flush.
+    local p = v.plan
+    if not p then
+      p = self.lim:plan_of(c)
+      v.plan = p
+    end
+    plans[k] = p
   end
-  local ds, errs = self.lim:check_batch(checks)
+  local ds, errs = self.lim:check_batch(checks, plans)
   local now = ngx.now()
   local again, again_costs = {}, {}
   for k, v in ipairs(vs) do
