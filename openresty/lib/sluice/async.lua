@@ -13,7 +13,8 @@
 -- becomes the view. A check without a usable view (first seen, older than
 -- max_view_age, forgotten) goes to the store synchronously, through the
 -- breaker and the failure policy; the answer becomes the key's view from
--- its second sight on (a key seen once is only remembered as seen). With
+-- its second sight on (a key seen once is only a mark, a number in an
+-- array of the worker's: no string is held for it). With
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (a blind view).
 --
@@ -30,9 +31,11 @@
 -- (stats.dropped).
 --
 -- The flush shares the worker's event loop with the requests: a tick sends
--- at most FLUSH_MAX checks, in calls of lim.MAX_BATCH, building each call
--- only when the previous one is answered (each waits on the socket, and
--- the requests run meanwhile). A key denied here asks the store again only
+-- at most FLUSH_MAX checks, in calls of FLUSH_BATCH, building each call
+-- only when the previous one is answered and the requests that came
+-- meanwhile have run (each call waits on the socket, then the round
+-- yields); a view's calls (state keys, specs) are built on its first flush
+-- and kept. A key denied here asks the store again only
 -- once the store's RetryAfter of its answer has passed: other deciders can
 -- only add usage, so it could not pass sooner.
 local ceil, max, min = math.ceil, math.max, math.min
