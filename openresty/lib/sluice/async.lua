@@ -13,8 +13,8 @@
 -- becomes the view. A check without a usable view (first seen, older than
 -- max_view_age, forgotten) goes to the store synchronously, through the
 -- breaker and the failure policy; the answer becomes the key's view from
--- its second sight on (a key seen once is only a mark, a number in an
--- array of the worker's: no string is held for it). With
+-- its third sight on (SIGHTS; until then a key is only a mark, a number
+-- in an array of the worker's: no string is held for it). With
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (a blind view).
 --
@@ -139,29 +139,39 @@ local function find(self, id)
   return v
 end
 
-local crc32 = ngx.crc32_short
-local TAG, GEN_SHIFT, GENS = 0x3fffff, 24, 127
+-- SIGHTS is the sight of a key (1 to 5) from which its answers become
+-- its view: the keys seen fewer times within the marks' two generations
+-- are decided as in sync mode, at its cost.
+_M.SIGHTS = 3
 
--- sighted reports whether id was seen in the marks' current generation or
--- the previous one, and marks it seen in the current one. A view is made
--- on a key's second sight only, so that keys seen once (spread traffic)
--- cost what a synchronous check costs: a key seen once is a number in an
--- array of the worker's (no string held, nothing for the collector to
--- traverse), and a view that no check reuses would be a few tables.
--- Marks advance a generation every max_keys/2 keys, as views do. Two ids
--- may share a slot: one's mark then overwrites the other's (its view waits
--- for one more sight), or, for the same tag (one in 2^22), a key seen once
--- gets a view; neither changes a decision.
+local crc32 = ngx.crc32_short
+local TAG, COUNT_SHIFT, GEN_SHIFT, GENS = 0x3fffff, 22, 24, 127
+
+-- sighted reports whether id reaches its SIGHTS-th sight with this one,
+-- counting the sights marked in the marks' current generation and the
+-- previous one; else it marks one more sight in the current generation.
+-- A key without a view is a mark, a number in an array of the worker's:
+-- no string held, nothing for the collector to traverse. A view is a
+-- dozen tables and strings the collector traverses on every cycle while
+-- it lives, and spread traffic (many keys, each seen every few seconds)
+-- would fill the generations with views that few checks reuse: a key
+-- seen twice is no sign of a third sight, a key seen three times in a
+-- short while is. Marks advance a generation every max_keys/2 sights
+-- marked. Two ids may share a slot: one's mark then overwrites the
+-- other's (its view waits for more sights), or, for the same tag (one in
+-- 2^22), a key gets its view sooner; neither changes a decision.
 local function sighted(self, id)
   local h = crc32(id)
   local slot, tag = band(h, self.mark_mask), band(rshift(h, self.mark_bits), TAG)
   local marks, gen = self.marks, self.mark_gen
   local e = marks[slot]
+  local sights = 1
   if band(e, TAG) == tag then
     local g = rshift(e, GEN_SHIFT)
-    if g == gen or g == (gen == 1 and GENS or gen - 1) then return true end
+    if g == gen or g == (gen == 1 and GENS or gen - 1) then sights = band(rshift(e, COUNT_SHIFT), 3) + 2 end
   end
-  marks[slot] = bor(lshift(gen, GEN_SHIFT), tag)
+  if sights >= _M.SIGHTS then return true end
+  marks[slot] = bor(lshift(gen, GEN_SHIFT), lshift(sights - 1, COUNT_SHIFT), tag)
   local n = self.nmarks + 1
   if n >= max(1, self.max_keys / 2) then
     self.mark_gen, n = gen == GENS and 1 or gen + 1, 0
