@@ -33,13 +33,16 @@ read from /proc.
 
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
                      [-fronts sync,async]
-                     [-stats] [-before DIR]
+                     [-stats] [-before DIR] [-vs sync]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
 flushes). -before DIR adds to the async row the module async of another
 version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
 tar -x -C DIR), in rounds interleaved with the others (also in async1k).
+-vs sync adds, per front, the range of its per-round ratios of requests/s
+and p99 to the module sync's of the same round (the goal of async:
+requests/s at least 1x, p99 at most 1x).
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -231,6 +234,8 @@ def main():
                          "the async row also runs the module async from it, side by side")
     ap.add_argument("-fronts", default="",
                     help="only these fronts of each row, by path (comma-separated, e.g. sync,async,asyncbefore); the seed always runs")
+    ap.add_argument("-vs", default="",
+                    help="also print, per front, its per-round ratios of requests/s and p99 to this front's of the same round (a path, e.g. sync)")
     ap.add_argument("-stats", action="store_true",
                     help="after each row, print the async limiter's counters of each worker of the async front")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=None,
@@ -422,6 +427,16 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 med = lambda k: statistics.median(x[k] for x in r)
                 print(f"| {name} | {med('rps'):,.0f} | {statistics.median(ratios):.2f}x ({ratios[0]:.2f}–{ratios[-1]:.2f}) | "
                       f"{med('p99') / 1000:.2f} | {med('non2xx') * 100:.0f}% | {med('cpu'):.0f} µs | {med('redis'):.1f} µs |")
+            base = next((name for name, path, _ in fronts if path.strip("/") == args.vs), None)
+            if base:
+                print(f"\nper round, against {base}: requests/s ratio, p99 ratio (min–median–max)\n")
+                for name, _, _ in fronts:
+                    if name == base:
+                        continue
+                    rr = sorted(x["rps"] / b["rps"] for x, b in zip(res[name], res[base]))
+                    pr = sorted(x["p99"] / b["p99"] for x, b in zip(res[name], res[base]))
+                    print(f"- {name}: requests/s {rr[0]:.2f}–{statistics.median(rr):.2f}–{rr[-1]:.2f}x, "
+                          f"p99 {pr[0]:.2f}–{statistics.median(pr):.2f}–{pr[-1]:.2f}x")
             if args.stats and "/async" in fronts_of:
                 print_stats(fronts_of["/async"][0])
         print("\nload average after:", open("/proc/loadavg").read().strip())
