@@ -722,10 +722,10 @@ local function access_site(self, opts, site, key)
   end
   -- Async, one limit, no deny cache: a check decided from a view, or a
   -- first sight, is decided without the check's tables.
-  local async, tried, view, seen = edge.async, nil, nil, nil
+  local async, tried, view = edge.async, nil, nil
   if id and async and site.n == 1 and not edge.deny then
     local d
-    d, view, seen = async:decide_one(site.ls[1], site.zone, key, id)
+    d, view = async:decide_one(site.ls[1], site.zone, key, id)
     if d then
       if not d.allowed then return http.deny_site(opts.status or 429, site, d) end
       if opts.headers ~= "denied" then http.set_site_fields(site, d) end
@@ -742,11 +742,8 @@ local function access_site(self, opts, site, key)
   end
   local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
   local d, err
-  if tried and not (view or seen) then
-    -- A key without a view decides as in sync mode.
-    d, err = edge:guarded(c)
-  elseif tried then
-    d, err = async:decide(c, id, true, view, seen)
+  if tried then
+    d, err = async:decide(c, id, true, view)
   elseif fast then
     d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
   else

@@ -313,33 +313,26 @@ end
 
 -- decide_one decides, when it can without the check's tables, a check of
 -- cost 1 of one limit l on key in zone, without group or shadow, whose
--- identity is id: the decision; or nil, the key's view if any (false),
--- and whether the key reached the sight of its view. Without a view nor
--- that sight, the caller decides the check as sync mode does (edge's
--- guarded): the key is marked, and counted (stats.sync). Else it passes
--- the three to decide with the check.
+-- identity is id: the decision; or nil and the key's view if any (false),
+-- to pass to decide with the check.
 function _M.decide_one(self, l, zone, key, id)
-  if not self.timer then ensure_timer(self) end
+  ensure_timer(self)
+  local now = ngx.now()
   local v = find(self, id)
   if v then
-    local now = ngx.now()
     if usable(self, v, 1, now) then return from_view(self, v, 1, now) end
-    return nil, v, true
+  elseif self.first_sight > 0 and l.rate >= 1 then
+    return blind(self, id, { hits = { { zone = zone, key = key, limit = l } }, cost = 1, shadow = false }, now)
   end
-  if self.first_sight > 0 and l.rate >= 1 then
-    return blind(self, id, { hits = { { zone = zone, key = key, limit = l } }, cost = 1, shadow = false }, ngx.now())
-  end
-  if sighted(self, id) then return nil, false, true end
-  self.stats.sync = self.stats.sync + 1
-  return nil, false, false
+  return nil, v or false
 end
 
 -- decide decides c (valid, cost > 0, Redis's clock); id is its identity
 -- (edge's fingerprint at cost 1) when the caller has it; looked, when
 -- decide_one looked id up already and found view v (false: none) that
--- cannot decide c, and seen whether the key reached its view's sight.
-function _M.decide(self, c, id, looked, v, seen)
-  if not self.timer then ensure_timer(self) end
+-- cannot decide c.
+function _M.decide(self, c, id, looked, v)
+  ensure_timer(self)
   id = id or self.edge:fingerprint(c, 1)
   local now = ngx.now()
   if not looked then
@@ -355,7 +348,7 @@ function _M.decide(self, c, id, looked, v, seen)
   -- admitted on first sight and not yet sent is unknown to it: at most
   -- first_sight, the bound above.
   self.stats.sync = self.stats.sync + 1
-  if not looked then seen = v or sighted(self, id) end
+  local seen = v or sighted(self, id)
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
   if d.source ~= "store" or not seen then return d end
