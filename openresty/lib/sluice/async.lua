@@ -59,7 +59,7 @@ _M.FLUSH_MAX = 512
 
 -- FLUSH_BATCH is the most checks of one flush call: building a call and
 -- taking its answers hold the worker's event loop (the requests wait) for
--- about a µs per check each.
+-- a few µs per check each.
 _M.FLUSH_BATCH = 16
 
 -- VIEW_BYTES is the fixed cost counted per view, beyond its strings.
@@ -79,8 +79,8 @@ function _M.new(lim, edge, opts)
   if type(self.first_sight) ~= "number" or self.first_sight < 0 or self.first_sight ~= math.floor(self.first_sight) then
     return nil, "first_sight must be an integer >= 0"
   end
-  -- The marks of keys seen once: 2^bits slots, at least twice the marks
-  -- of two generations (max_keys), 2^20 at most.
+  -- The marks of keys without a view: 2^bits slots, at least twice the
+  -- marks of two generations (max_keys), 2^20 at most.
   local bits = 10
   while bits < 20 and 2 ^ bits < 2 * self.max_keys do bits = bits + 1 end
   self.mark_bits, self.mark_mask = bits, 2 ^ bits - 1
@@ -109,8 +109,9 @@ function _M.reset_worker(self)
   -- lost; the key's next check asks the store.
   self.views, self.nkeys, self.nbytes = generation(self), 0, 0
   self.old, self.nold = {}, 0
-  -- marks[slot]: the generation (bits 24-30, 1 to 127) and the tag (the
-  -- hash's bits above the slot's) of the last key seen once in the slot.
+  -- marks[slot]: the generation (bits 24-30, 1 to 127), the sights
+  -- before this one (bits 22-23) and the tag (the hash's bits above the
+  -- slot's, bits 0-21) of the last key without a view marked in the slot.
   self.marks, self.mark_gen, self.nmarks = ffi.new("int32_t[?]", self.mark_mask + 1), 1, 0
   -- queue[qhead .. qtail]: the views to send (pending cost or a refresh).
   self.queue, self.qhead, self.qtail = {}, 1, 0
