@@ -33,7 +33,7 @@ read from /proc.
 
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
                      [-fronts sync,async]
-                     [-stats] [-before DIR] [-sluice-before BIN]
+                     [-stats] [-before DIR] [-sluice-before BIN] [-vs sync]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
@@ -42,6 +42,9 @@ version, its openresty/lib under DIR (git archive COMMIT openresty/lib |
 tar -x -C DIR), in rounds interleaved with the others (also in async1k).
 -sluice-before BIN adds to both rows auth_request to an async zone of
 `BIN serve`, a sluice built from another version, interleaved likewise.
+-vs sync adds, per front, the range of its per-round ratios of requests/s
+and p99 to the module sync's of the same round (the goal of async:
+requests/s at least 1x, p99 at most 1x).
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -236,6 +239,8 @@ def main():
                          "async1k rows also run auth_request to its async zone (front authasyncbefore), side by side")
     ap.add_argument("-fronts", default="",
                     help="only these fronts of each row, by path (comma-separated, e.g. sync,async,asyncbefore); the seed always runs")
+    ap.add_argument("-vs", default="",
+                    help="also print, per front, its per-round ratios of requests/s and p99 to this front's of the same round (a path, e.g. sync)")
     ap.add_argument("-stats", action="store_true",
                     help="after each row, print the async limiter's counters of each worker of the async front")
     ap.add_argument("-first-sight", dest="first_sight", type=int, default=None,
@@ -447,6 +452,16 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                         p99 = sorted(x["p99"] / b["p99"] for x, b in zip(res[name], base))
                         print(f"\n{name} / auth_request sync, per round: requests/s {statistics.median(rps):.2f}x ({rps[0]:.2f}–{rps[-1]:.2f}), "
                               f"p99 {statistics.median(p99):.2f}x ({p99[0]:.2f}–{p99[-1]:.2f})")
+            base = next((name for name, path, _ in fronts if path.strip("/") == args.vs), None)
+            if base:
+                print(f"\nper round, against {base}: requests/s ratio, p99 ratio (min–median–max)\n")
+                for name, _, _ in fronts:
+                    if name == base:
+                        continue
+                    rr = sorted(x["rps"] / b["rps"] for x, b in zip(res[name], res[base]))
+                    pr = sorted(x["p99"] / b["p99"] for x, b in zip(res[name], res[base]))
+                    print(f"- {name}: requests/s {rr[0]:.2f}–{statistics.median(rr):.2f}–{rr[-1]:.2f}x, "
+                          f"p99 {pr[0]:.2f}–{statistics.median(pr):.2f}–{pr[-1]:.2f}x")
             if args.stats and "/async" in fronts_of:
                 print_stats(fronts_of["/async"][0])
         print("\nload average after:", open("/proc/loadavg").read().strip())

@@ -361,21 +361,23 @@ func TestAsyncFirstSightRecords(t *testing.T) {
 	until("the third key's record", func(f, fl, u, e int) bool { return f == 3 && fl == 2 && e == 1 })
 }
 
-// asyncStatsConf is asyncConfOpts with /stats, which prints the worker's
-// async counters named in the query (?names=local,sync), and the number
-// of views (tables) it holds.
+// asyncStatsConf is asyncConfOpts with /stats, which prints the number
+// of views (tables) the worker holds, the number of entries of any kind
+// in its tables of views, then its async counters named in the query
+// (?names=local,sync).
 func asyncStatsConf(t *testing.T, redisURL, extra string) func(string) string {
 	stats := `
         location = /stats {
             content_by_lua_block {
                 local a = package.loaded.async_limiter.edge.async
-                local views = 0
+                local views, entries = 0, 0
                 for _, gen in ipairs({ a.views, a.old }) do
                     for _, v in pairs(gen) do
+                        entries = entries + 1
                         if type(v) == "table" then views = views + 1 end
                     end
                 end
-                local out = { views }
+                local out = { views, entries }
                 for name in ngx.var.arg_names:gmatch("[^,]+") do out[#out + 1] = a.stats[name] end
                 ngx.say(table.concat(out, " "))
             }
@@ -400,24 +402,26 @@ func readInts(t *testing.T, url string, n int) []int {
 	return out
 }
 
-// TestAsyncViewFromSecondSight: a key seen once costs no view; its second
-// check, decided by Redis, makes one, and its third is decided from it.
-// One worker, 30 keys of 100 per hour, each checked three times in turn.
-func TestAsyncViewFromSecondSight(t *testing.T) {
+// TestAsyncViewFromThirdSight: a key seen once or twice costs no view and
+// holds nothing in the worker's tables (not even its identity string); its
+// third check, decided by Redis, makes a view, and its fourth is decided
+// from it. One worker, 30 keys of 100 per hour, each checked four times
+// in turn.
+func TestAsyncViewFromThirdSight(t *testing.T) {
 	srv := redistest.Standalone(t)
 	front := startNginx(t, 1, asyncStatsConf(t, srv.URL(), ""))
 	prefix := fmt.Sprintf("seen-%d-", time.Now().UnixNano())
 	const keys = 30
 	stats := front.url + "/stats?names=local,sync"
-	for round, want := range [][3]int{{0, 0, keys}, {keys, 0, 2 * keys}, {keys, keys, 2 * keys}} {
+	for round, want := range [][4]int{{0, 0, 0, keys}, {0, 0, 0, 2 * keys}, {keys, keys, 0, 3 * keys}, {keys, keys, keys, 3 * keys}} {
 		for k := range keys {
 			if got := mustStatus(t, fmt.Sprintf("%s/async?limits=100r/h&key=%s%d", front.url, prefix, k)); got != http.StatusOK {
 				t.Fatalf("round %d, key %d: %d, want 200", round, k, got)
 			}
 		}
-		got := readInts(t, stats, 3)
-		if [3]int(got) != want {
-			t.Errorf("after round %d: views, local, sync = %v, want %v", round+1, got, want)
+		got := readInts(t, stats, 4)
+		if [4]int(got) != want {
+			t.Errorf("after round %d: views, entries, local, sync = %v, want %v", round+1, got, want)
 		}
 	}
 }
@@ -450,7 +454,7 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 	if admitted != 5 {
 		t.Errorf("admitted %d, want 5", admitted)
 	}
-	if got := readInts(t, front.url+"/stats?names=refreshes", 2)[1]; got != 0 {
+	if got := readInts(t, front.url+"/stats?names=refreshes", 3)[2]; got != 0 {
 		t.Errorf("%d refreshes of a key whose RetryAfter is minutes away, want 0", got)
 	}
 	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})

@@ -192,6 +192,14 @@ local function plan(self, c, with_specs)
   return calls
 end
 
+-- plan_of returns the calls of c (valid) with their limits' specs, as
+-- check_batch takes them for a check it is given again and again (the
+-- asynchronous mode's flush): what does not change between two calls is
+-- built once. The calls' cost is set by check_batch.
+function _M.plan_of(self, c)
+  return plan(self, c, true)
+end
+
 -- node_of returns the address of the Cluster master that owns the hash
 -- slot of c's first hit in this worker's slot map (the scope of the
 -- breaker, sluice.edge), or nil when the map does not know it yet.
@@ -466,14 +474,16 @@ end
 -- check_batch decides valid checks on Redis's clock, each as check does,
 -- in as few script calls as it can: the checks of one hash slot together,
 -- up to MAX_BATCH a call, each decided atomically as if sent alone (a
--- check across slots goes alone). It returns the decisions and the errors,
+-- check across slots goes alone). plans, when given, holds each check's
+-- calls (plan_of), made earlier. It returns the decisions and the errors,
 -- one of them set per check.
-function _M.check_batch(self, checks)
+function _M.check_batch(self, checks, plans)
   local ds, errs = {}, {}
   local by_slot, slots = {}, {}
   for i, c in ipairs(checks) do
-    local calls = plan(self, c, true)
+    local calls = plans and plans[i] or plan(self, c, true)
     if #calls == 1 then
+      calls[1].cost = c.cost
       local s = calls[1].slot
       if not by_slot[s] then
         by_slot[s] = {}
@@ -712,9 +722,10 @@ local function access_site(self, opts, site, key)
   end
   -- Async, one limit, no deny cache: a check decided from a view, or a
   -- first sight, is decided without the check's tables.
-  local async, tried = edge.async, nil
+  local async, tried, view = edge.async, nil, nil
   if id and async and site.n == 1 and not edge.deny then
-    local d = async:decide_one(site.ls[1], site.zone, key, id)
+    local d
+    d, view = async:decide_one(site.ls[1], site.zone, key, id)
     if d then
       if not d.allowed then return http.deny_site(opts.status or 429, site, d) end
       if opts.headers ~= "denied" then http.set_site_fields(site, d) end
@@ -732,7 +743,7 @@ local function access_site(self, opts, site, key)
   local c = { hits = hits, cost = cost, group = group, shadow = site.shadow }
   local d, err
   if tried then
-    d, err = async:decide(c, id, true)
+    d, err = async:decide(c, id, true, view)
   elseif fast then
     d, err = edge:decide_valid(c, nil, id or nil, true, id or nil)
   else

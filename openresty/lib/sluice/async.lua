@@ -13,7 +13,8 @@
 -- becomes the view. A check without a usable view (first seen, older than
 -- max_view_age, forgotten) goes to the store synchronously, through the
 -- breaker and the failure policy; the answer becomes the key's view from
--- its second sight on (a key seen once is only remembered as seen). With
+-- its third sight on (SIGHTS; until then a key is only a mark, a number
+-- in an array of the worker's: no string is held for it). With
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (a blind view).
 --
@@ -30,13 +31,18 @@
 -- (stats.dropped).
 --
 -- The flush shares the worker's event loop with the requests: a tick sends
--- at most FLUSH_MAX checks, in calls of lim.MAX_BATCH, building each call
--- only when the previous one is answered (each waits on the socket, and
--- the requests run meanwhile). A key denied here asks the store again only
+-- at most FLUSH_MAX checks, in calls of FLUSH_BATCH, building each call
+-- only when the previous one is answered and the requests that came
+-- meanwhile have run (each call waits on the socket, then the round
+-- yields); a view's calls (state keys, specs) are built on its first flush
+-- and kept. A key denied here asks the store again only
 -- once the store's RetryAfter of its answer has passed: other deciders can
 -- only add usage, so it could not pass sooner.
 local ceil, max, min = math.ceil, math.max, math.min
 local new_tab = require "table.new"
+local ffi = require "ffi"
+local bit = require "bit"
+local band, bor, rshift, lshift = bit.band, bit.bor, bit.rshift, bit.lshift
 
 local _M = {}
 local mt = { __index = _M }
@@ -50,6 +56,11 @@ _M.MAX_BYTES = 4 * 1024 * 1024 -- per worker: keys, zones and a fixed cost per v
 -- FLUSH_MAX is the most checks one tick sends; the rest waits for the
 -- next tick, in order.
 _M.FLUSH_MAX = 512
+
+-- FLUSH_BATCH is the most checks of one flush call: building a call and
+-- taking its answers hold the worker's event loop (the requests wait) for
+-- a few µs per check each.
+_M.FLUSH_BATCH = 16
 
 -- VIEW_BYTES is the fixed cost counted per view, beyond its strings.
 local VIEW_BYTES = 256
@@ -68,6 +79,11 @@ function _M.new(lim, edge, opts)
   if type(self.first_sight) ~= "number" or self.first_sight < 0 or self.first_sight ~= math.floor(self.first_sight) then
     return nil, "first_sight must be an integer >= 0"
   end
+  -- The marks of keys without a view: 2^bits slots, at least twice the
+  -- marks of two generations (max_keys), 2^20 at most.
+  local bits = 10
+  while bits < 20 and 2 ^ bits < 2 * self.max_keys do bits = bits + 1 end
+  self.mark_bits, self.mark_mask = bits, 2 ^ bits - 1
   self:reset_worker()
   return self
 end
@@ -93,6 +109,10 @@ function _M.reset_worker(self)
   -- lost; the key's next check asks the store.
   self.views, self.nkeys, self.nbytes = generation(self), 0, 0
   self.old, self.nold = {}, 0
+  -- marks[slot]: the generation (bits 24-30, 1 to 127), the sights
+  -- before this one (bits 22-23) and the tag (the hash's bits above the
+  -- slot's, bits 0-21) of the last key without a view marked in the slot.
+  self.marks, self.mark_gen, self.nmarks = ffi.new("int32_t[?]", self.mark_mask + 1), 1, 0
   -- queue[qhead .. qtail]: the views to send (pending cost or a refresh).
   self.queue, self.qhead, self.qtail = {}, 1, 0
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0,
@@ -108,40 +128,61 @@ local function room(self, bytes)
   end
 end
 
--- find returns the entry of id, a view or the bytes of a key seen once,
--- moving it to the new generation.
+-- find returns the view of id, moving it to the new generation.
 local function find(self, id)
   local v = self.views[id]
   if v then return v end
   v = self.old[id]
   if not v then return nil end
   self.old[id], self.nold = nil, self.nold - 1
-  local bytes = type(v) == "number" and v or v.bytes
-  room(self, bytes)
-  self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
+  room(self, v.bytes)
+  self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + v.bytes
   return v
 end
 
--- SEEN_BYTES is the fixed cost counted per key seen once, beyond its id.
-local SEEN_BYTES = 64
+-- SIGHTS is the sight of a key (1 to 5) from which its answers become
+-- its view: the keys seen fewer times within the marks' two generations
+-- are decided as in sync mode, at its cost.
+_M.SIGHTS = 3
 
--- mark remembers that id was seen once: a number under its id, no table.
--- A view is made on the key's second sight, so that keys seen once (spread
--- traffic) cost about what a synchronous check costs: a view that no
--- check reuses is a few tables the collector traverses, about a twelfth
--- of a check's work.
-local function mark(self, id)
-  local bytes = #id + SEEN_BYTES
-  room(self, bytes)
-  self.views[id], self.nkeys, self.nbytes = bytes, self.nkeys + 1, self.nbytes + bytes
+local crc32 = ngx.crc32_short
+local TAG, COUNT_SHIFT, GEN_SHIFT, GENS = 0x3fffff, 22, 24, 127
+
+-- sighted reports whether id reaches its SIGHTS-th sight with this one,
+-- counting the sights marked in the marks' current generation and the
+-- previous one; else it marks one more sight in the current generation.
+-- A key without a view is a mark, a number in an array of the worker's:
+-- no string held, nothing for the collector to traverse. A view is a
+-- dozen tables and strings the collector traverses on every cycle while
+-- it lives, and spread traffic (many keys, each seen every few seconds)
+-- would fill the generations with views that few checks reuse: a key
+-- seen twice is no sign of a third sight, a key seen three times in a
+-- short while is. Marks advance a generation every max_keys/2 sights
+-- marked. Two ids may share a slot: one's mark then overwrites the
+-- other's (its view waits for more sights), or, for the same tag (one in
+-- 2^22), a key gets its view sooner; neither changes a decision.
+local function sighted(self, id)
+  local h = crc32(id)
+  local slot, tag = band(h, self.mark_mask), band(rshift(h, self.mark_bits), TAG)
+  local marks, gen = self.marks, self.mark_gen
+  local e = marks[slot]
+  local sights = 1
+  if band(e, TAG) == tag then
+    local g = rshift(e, GEN_SHIFT)
+    if g == gen or g == (gen == 1 and GENS or gen - 1) then sights = band(rshift(e, COUNT_SHIFT), 3) + 2 end
+  end
+  if sights >= _M.SIGHTS then return true end
+  marks[slot] = bor(lshift(gen, GEN_SHIFT), lshift(sights - 1, COUNT_SHIFT), tag)
+  local n = self.nmarks + 1
+  if n >= max(1, self.max_keys / 2) then
+    self.mark_gen, n = gen == GENS and 1 or gen + 1, 0
+  end
+  self.nmarks = n
+  return false
 end
 
--- add makes the view of identity id for c, in place of its mark if any.
+-- add makes the view of identity id for c.
 local function add(self, id, c)
-  local seen = self.views[id]
-  if seen then
-    self.views[id], self.nkeys, self.nbytes = nil, self.nkeys - 1, self.nbytes - seen
-  end
   local bytes = VIEW_BYTES
   for i = 1, #c.hits do bytes = bytes + #c.hits[i].key + #c.hits[i].zone end
   room(self, bytes)
@@ -150,7 +191,7 @@ local function add(self, id, c)
   -- Every field in the constructor: one allocation of the right size.
   local v = { check = c, bytes = bytes, pending = 0, inflight = 0, parts = false, sending = false,
     window = window / 1e6, at = 0, retry_at = 0, hits = false, blind = false, budget = 0,
-    queued = false, refresh = false }
+    queued = false, refresh = false, plan = false }
   self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
   return v
 end
@@ -273,29 +314,32 @@ end
 
 -- decide_one decides, when it can without the check's tables, a check of
 -- cost 1 of one limit l on key in zone, without group or shadow, whose
--- identity is id: the decision, or nil (call decide with the check).
+-- identity is id: the decision; or nil and the key's view if any (false),
+-- to pass to decide with the check.
 function _M.decide_one(self, l, zone, key, id)
   ensure_timer(self)
   local now = ngx.now()
   local v = find(self, id)
-  if type(v) == "table" then
+  if v then
     if usable(self, v, 1, now) then return from_view(self, v, 1, now) end
   elseif self.first_sight > 0 and l.rate >= 1 then
     return blind(self, id, { hits = { { zone = zone, key = key, limit = l } }, cost = 1, shadow = false }, now)
   end
-  return nil
+  return nil, v or false
 end
 
 -- decide decides c (valid, cost > 0, Redis's clock); id is its identity
--- (edge's fingerprint at cost 1) when the caller has it.
-function _M.decide(self, c, id)
+-- (edge's fingerprint at cost 1) when the caller has it; looked, when
+-- decide_one looked id up already and found view v (false: none) that
+-- cannot decide c.
+function _M.decide(self, c, id, looked, v)
   ensure_timer(self)
   id = id or self.edge:fingerprint(c, 1)
   local now = ngx.now()
-  local v = find(self, id)
-  local seen = v ~= nil
-  if type(v) ~= "table" then v = nil end
-  if v and usable(self, v, c.cost, now) then return from_view(self, v, c.cost, now) end
+  if not looked then
+    v = find(self, id)
+    if v and usable(self, v, c.cost, now) then return from_view(self, v, c.cost, now) end
+  end
   if not v and c.cost <= self.first_sight then
     local fits = true
     for _, h in ipairs(c.hits) do fits = fits and c.cost <= h.limit.rate end
@@ -305,19 +349,13 @@ function _M.decide(self, c, id)
   -- admitted on first sight and not yet sent is unknown to it: at most
   -- first_sight, the bound above.
   self.stats.sync = self.stats.sync + 1
+  local seen = v or sighted(self, id)
   local d, err = self.edge:guarded(c)
   if not d then return nil, err end
-  if d.source ~= "store" then return d end
-  if not v then
-    -- What other checks of the key made while this one waited.
-    local e = self.views[id]
-    if type(e) == "table" then
-      v = e
-    elseif seen or e then
-      v = add(self, id, c)
-    end
-  end
-  if v then set_view(v, d, now) else mark(self, id) end
+  if d.source ~= "store" or not seen then return d end
+  -- A view other checks of the key made while this one waited, else one.
+  v = v or self.views[id] or add(self, id, c)
+  set_view(v, d, now)
   return d
 end
 
@@ -342,12 +380,19 @@ end
 -- (0 for a refresh), and takes the answers. It returns the views the
 -- store denied that can still record some of their cost, and that cost.
 local function send(self, vs, costs)
-  local checks = {}
+  local checks, plans = {}, {}
   for k, v in ipairs(vs) do
     local c = v.check
     checks[k] = { hits = c.hits, group = c.group, shadow = c.shadow, cost = costs[k] }
+    -- The view's calls (state keys, specs): made on its first flush.
+    local p = v.plan
+    if not p then
+      p = self.lim:plan_of(c)
+      v.plan = p
+    end
+    plans[k] = p
   end
-  local ds, errs = self.lim:check_batch(checks)
+  local ds, errs = self.lim:check_batch(checks, plans)
   local now = ngx.now()
   local again, again_costs = {}, {}
   for k, v in ipairs(vs) do
@@ -386,7 +431,7 @@ end
 -- Views queued meanwhile (and those whose call failed) wait for the next
 -- round.
 function _M.round(self)
-  local queue, per = self.queue, self.lim.MAX_BATCH
+  local queue, per = self.queue, min(_M.FLUSH_BATCH, self.lim.MAX_BATCH)
   local last = min(self.qtail, self.qhead + _M.FLUSH_MAX - 1)
   local vs, costs = {}, {}
   while self.qhead <= last do
@@ -406,6 +451,10 @@ function _M.round(self)
       local again, again_costs = send(self, vs, costs)
       if #again > 0 then send(self, again, again_costs) end
       vs, costs = {}, {}
+      -- The requests whose events came with the answer run before the
+      -- next call is built; not while the worker exits, whose last round
+      -- sends what is owed without waiting on a timer.
+      if not ngx.worker.exiting() then ngx.sleep(0) end
     end
   end
   if self.qhead > self.qtail then self.queue, self.qhead, self.qtail = {}, 1, 0 end
