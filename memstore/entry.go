@@ -302,9 +302,12 @@ func (e *entry) stateWords() []uint64 {
 
 // load copies the words ws of e's state into w with atomic loads: the
 // reader's side, for peek, which holds no lock.
-func (w *words) load(ws []uint64) {
+func (w *words) load(e *entry, ws []uint64) {
 	for i := range ws {
 		w[i] = atomic.LoadUint64(&ws[i])
+		if i == 0 {
+			midCopy(e)
+		}
 	}
 }
 
@@ -323,12 +326,16 @@ func (w *words) publish(ws []uint64) {
 // states, field by field.
 func (e *entry) loadWindow() algo.Window {
 	s := e.windowState()
-	return algo.Window{Index: atomic.LoadInt64(&s.Index), Cur: atomic.LoadInt64(&s.Cur), Prev: atomic.LoadInt64(&s.Prev)}
+	i := atomic.LoadInt64(&s.Index)
+	midCopy(e)
+	return algo.Window{Index: i, Cur: atomic.LoadInt64(&s.Cur), Prev: atomic.LoadInt64(&s.Prev)}
 }
 
 func (e *entry) loadGCRA() algo.GCRA {
 	s := e.gcraState()
-	return algo.GCRA{TAT: atomic.LoadInt64(&s.TAT), Frac: atomic.LoadInt64(&s.Frac)}
+	tat := atomic.LoadInt64(&s.TAT)
+	midCopy(e)
+	return algo.GCRA{TAT: tat, Frac: atomic.LoadInt64(&s.Frac)}
 }
 
 // window, gcra and decay view w as the state of that algorithm.

@@ -33,7 +33,8 @@ func TestLockFreeMatchesLocked(t *testing.T) {
 		checks  = 4000 // per worker: twice keys×rate, so about half are denials
 	)
 	for _, a := range sluice.Algorithms() {
-		t.Run(string(a), func(t *testing.T) {
+		t.Run(string(a)+"/interleaved", func(t *testing.T) { interleaved(t, a) })
+		t.Run(string(a)+"/stress", func(t *testing.T) {
 			at := time.Unix(1_700_000_000, 0)
 			s := newStore(t, Options{Now: func() time.Time { return at }, MaxKeys: 1 << 20, Shards: 1})
 			l := sluice.Limit{Rate: rate, Window: time.Minute, Algorithm: a}
@@ -144,14 +145,7 @@ func TestLockFreeMatchesLocked(t *testing.T) {
 func lockedOutcomes(a sluice.Algorithm, l sluice.Limit, now int64) (allowed []sluice.HitResult, denied sluice.HitResult, peeks []sluice.HitResult) {
 	table, _ := ident.Lookup(string(a))
 	st := table.New()
-	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
-	result := func(cost int64) sluice.HitResult {
-		out := make([]algo.Outcome, 1)
-		algo.Decide([]algo.Hit{{State: st, Params: p}}, out, now, cost)
-		o := out[0]
-		return sluice.HitResult{Allowed: o.Allowed, Used: o.Used, Remaining: algo.Remaining(l.Rate, o.Used),
-			RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond}
-	}
+	result := func(cost int64) sluice.HitResult { return lockedResult(l, st, now, cost) }
 	for range l.Rate {
 		peeks = append(peeks, result(0))
 		allowed = append(allowed, result(1))
@@ -167,4 +161,16 @@ func indexOf(rs []sluice.HitResult, r sluice.HitResult) int {
 		}
 	}
 	return -1
+}
+
+// lockedResult is algo.Decide's answer, as a single-hit check reports
+// it, to a check of cost on st, a state of limit l, at now; st records
+// the check if it is allowed.
+func lockedResult(l sluice.Limit, st algo.State, now, cost int64) sluice.HitResult {
+	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+	out := make([]algo.Outcome, 1)
+	algo.Decide([]algo.Hit{{State: st, Params: p}}, out, now, cost)
+	o := out[0]
+	return sluice.HitResult{Allowed: o.Allowed, Used: o.Used, Remaining: algo.Remaining(l.Rate, o.Used),
+		RetryAfter: time.Duration(o.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(o.ResetAfter) * time.Microsecond}
 }

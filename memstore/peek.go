@@ -80,7 +80,7 @@ func (sh *shard) peek(h uint64, k *stateKey, p algo.Params, shadow bool, now, co
 		r = st.Eval(p, now, cost)
 	case codeDecay:
 		var w words
-		w.load(e.stateWords())
+		w.load(e, e.stateWords())
 		if atomic.LoadUint32(&e.seq) != es {
 			return e, seq, o, false
 		}
