@@ -311,13 +311,16 @@ func (w *words) load(e *entry, ws []uint64) {
 	}
 }
 
-// publish stores into ws the words of w that differ, atomically: the
-// writer's side. e's lock must be held, so plain reads of ws see the
-// holder's own writes.
-func (w *words) publish(ws []uint64) {
+// publish stores into ws, the words of e's state, the words of w that
+// differ, atomically: the writer's side. e's lock must be held, so plain
+// reads of ws see the holder's own writes.
+func (w *words) publish(e *entry, ws []uint64) {
 	for i := range ws {
 		if ws[i] != w[i] {
 			atomic.StoreUint64(&ws[i], w[i])
+		}
+		if i == 0 {
+			midPublish(e)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/ident"
 )
 
@@ -24,8 +25,10 @@ import (
 // the torn copy is no state the locked path ever holds: the test checks
 // that its decision differs from the ones on the states before and after
 // the write, so the reader's exact answer tells a validated copy from a
-// torn one. Nothing depends on timing or scheduling: one goroutine runs
-// it all.
+// torn one. Then the other way round: a reader peeks in the middle of a
+// writer's stores (midPublishHook), and must leave the check to the
+// locked path. Nothing depends on timing or scheduling: one goroutine
+// runs it all.
 func interleaved(t *testing.T, a sluice.Algorithm) {
 	const n = 300 // admissions before the reader and the writer
 	table, _ := ident.Lookup(string(a))
@@ -108,6 +111,49 @@ func interleaved(t *testing.T, a sluice.Algorithm) {
 			t.Fatalf("the reader decided on a torn copy (the first word from before the write, the others from after it): %+v, want the locked decision on the state after the write, %+v", r, want)
 		}
 		t.Fatalf("the reader decided %+v, want the locked decision on the state after the write, %+v", r, want)
+	}
+
+	// The other way round: the writer's check stores the first word of
+	// the new state, then, through midPublishHook, a reader peeks while
+	// the other words are still the old ones. The entry is locked, so
+	// peek must leave the check to the locked path; one that read a
+	// locked entry would copy the torn state, and its unchanged seq would
+	// not tell it.
+	s = newStore(t, Options{Now: func() time.Time { return at }, MaxKeys: 64, Shards: 1})
+	at = t0
+	for i := range n {
+		if err := s.Check(ctx, unit, &d); err != nil || !d.Allowed {
+			t.Fatalf("admission %d: %v, allowed %v", i, err, d.Allowed)
+		}
+	}
+	sh = &s.shards[0]
+	sl := sh.slots[findSlot(t, sh)]
+	e, ws = sl.e, sl.e.stateWords()
+	k := stateKey{State: ident.State{Key: "k", Limit: ident.Limit{Code: table.Code, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}}}
+	p := algo.Params{Rate: l.Rate, Window: l.Window.Microseconds(), Bucket: l.Bucket().Microseconds()}
+	halfWritten := before
+	halfWritten[0] = after[0]
+	fired = 0
+	midPublishHook = func(he *entry) {
+		if he != e || fired > 0 {
+			return
+		}
+		fired++
+		if !sameWords(ws[:1], after[:1]) || !sameWords(ws[1:], before[1:len(ws)]) {
+			t.Errorf("mid-write the state is %v, want the first word of %v and the others of %v", ws, after[:len(ws)], before[:len(ws)])
+		}
+		if _, _, o, done := sh.peek(sl.hash, &k, p, false, tr.UnixMicro(), 0); done {
+			t.Errorf("peek decided while a writer held the entry, with the state half written: %+v (on that state the locked path gives %+v)", o, read(halfWritten))
+		}
+	}
+	defer func() { midPublishHook = nil }()
+	at = tw
+	if err := s.Check(ctx, unit, &writer); err != nil || writer.Hits[0] != wantWriter {
+		t.Fatalf("the writer: %v, %+v, want %+v", err, writer.Hits[0], wantWriter)
+	}
+	midPublishHook = nil
+	if fired != 1 {
+		t.Fatalf("the writer's stores ran the hook %d times, want 1", fired)
 	}
 }
 

@@ -2,13 +2,19 @@
 
 package memstore
 
-// midCopyHook, when not nil, is called by peek between the first word of
-// its copy of e's state and the others, in the reader's goroutine. Only
-// tests set it, and only in builds tagged memstore_hooks: see midcopy.go.
-var midCopyHook func(e *entry)
+// midCopyHook and midPublishHook, when not nil, are called by midCopy and
+// midPublish (see midcopy.go), in the reader's or the writer's goroutine.
+// Only tests set them, and only in builds tagged memstore_hooks.
+var midCopyHook, midPublishHook func(e *entry)
 
 func midCopy(e *entry) {
 	if midCopyHook != nil {
 		midCopyHook(e)
+	}
+}
+
+func midPublish(e *entry) {
+	if midPublishHook != nil {
+		midPublishHook(e)
 	}
 }

@@ -371,7 +371,7 @@ func decideOne(e *entry, p algo.Params, shadow bool, o *algo.Outcome, now, cost 
 	default:
 		*o = w.window().Check(p, now, cost, shadow)
 	}
-	w.publish(ws)
+	w.publish(e, ws)
 	return o.Allowed || shadow
 }
 

@@ -145,7 +145,7 @@ func (b *workset) unlockEntries(s *Store) {
 		if b.locked[i] {
 			e := b.entries[i]
 			if ws := e.stateWords(); ws != nil {
-				b.copy(s, i).publish(ws)
+				b.copy(s, i).publish(e, ws)
 			}
 			e.unlock(!b.out[i].Allowed)
 		}
