@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"testing"
 )
 
 // portLockDir holds one lock file per port that a Server owns, shared by
@@ -17,6 +18,20 @@ var portLockDir = filepath.Join(os.TempDir(), "sluice-redistest-ports")
 // maxPortTries bounds the ports freePorts asks the kernel for before it
 // gives up: each one refused is locked by another test process.
 const maxPortTries = 200
+
+// FreePort returns a free loopback port, locked (see portLockDir) until
+// the test ends, for another listener of a server the test starts, such
+// as redis-server's --tls-port: no test process's helpers hand it out
+// meanwhile.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, locks, err := freePorts(1)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(func() { releasePorts(locks) })
+	return ports[0]
+}
 
 // freePorts returns n distinct loopback ports that were free a moment ago,
 // each with its lock (see portLockDir), held until the returned files are

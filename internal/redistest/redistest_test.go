@@ -104,9 +104,9 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
-// TestKilledPortsStayLocked: a killed server's ports stay locked until the
-// test ends, so that no test process's helpers hand them out meanwhile;
-// freePorts never returns a locked port.
+// TestKilledPortsStayLocked: a killed server's ports, and FreePort's, stay
+// locked until the test ends, so that no test process's helpers hand them
+// out meanwhile; freePorts never returns a locked port.
 func TestKilledPortsStayLocked(t *testing.T) {
 	s := Standalone(t)
 	s.Kill()
@@ -120,6 +120,11 @@ func TestKilledPortsStayLocked(t *testing.T) {
 			t.Fatalf("port %d of a killed server could be locked again", port)
 		}
 	}
+	tls := FreePort(t)
+	if f, err := lockPort(tls); err != nil || f != nil {
+		f.Close()
+		t.Fatalf("FreePort's port %d is not locked (%v)", tls, err)
+	}
 	ports, locks, err := freePorts(50)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +132,7 @@ func TestKilledPortsStayLocked(t *testing.T) {
 	defer releasePorts(locks)
 	seen := map[int]bool{}
 	for _, p := range ports {
-		if p == s.Port() || p == s.bus || seen[p] {
+		if p == s.Port() || p == s.bus || p == tls || seen[p] {
 			t.Fatalf("freePorts returned port %d twice or a locked one (%v)", p, ports)
 		}
 		seen[p] = true
