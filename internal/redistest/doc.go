@@ -25,11 +25,22 @@
 //
 // # Ports
 //
-// A free port is found by listening on 127.0.0.1:0 and closing the
-// listener; another process may take it before redis-server binds it, so a
-// server that exits at start because its address is in use is started again
-// on a new port (up to a few times). Cluster nodes get a second free port
-// for the cluster bus (cluster-port), rather than the default port+10000.
+// A free port is found by listening on 127.0.0.1:0 and taking the port's
+// lock: a file named after the port in a directory of the OS temporary
+// directory (sluice-redistest-ports), locked with flock by the Server for
+// as long as the test runs, while it is killed and waiting for Restart too.
+// The helpers of every test process on the machine skip a locked port, so a
+// parallel test package cannot start its Redis on the port of a killed
+// Cluster master. The files stay (empty, one per port ever used): removing
+// one would race with a process opening it. [FreePort] gives a test a
+// locked port for another listener (such as --tls-port). Another program
+// may still take a port before redis-server binds it, so a server that
+// exits at start because its address is in use is started again on a new
+// port (up to a few times); and a start or Restart is confirmed only when
+// the server answering on the port is the process started (INFO's
+// process_id), never whatever else answers there. Cluster nodes get a
+// second free port for the cluster bus (cluster-port), rather than the
+// default port+10000.
 //
 // # Timings chosen for tests
 //

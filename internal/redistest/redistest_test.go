@@ -3,8 +3,10 @@ package redistest
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStandaloneKillRestart(t *testing.T) {
@@ -99,5 +101,59 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	if got, err := next.Do("SET", "k", "v").ToString(); err != nil || got != "OK" {
 		t.Fatalf("SET on the promoted replica = %q, %v", got, err)
+	}
+}
+
+// TestKilledPortsStayLocked: a killed server's ports, and FreePort's, stay
+// locked until the test ends, so that no test process's helpers hand them
+// out meanwhile; freePorts never returns a locked port.
+func TestKilledPortsStayLocked(t *testing.T) {
+	s := Standalone(t)
+	s.Kill()
+	for _, port := range []int{s.Port(), s.bus} {
+		f, err := lockPort(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f != nil {
+			f.Close()
+			t.Fatalf("port %d of a killed server could be locked again", port)
+		}
+	}
+	tls := FreePort(t)
+	if f, err := lockPort(tls); err != nil || f != nil {
+		f.Close()
+		t.Fatalf("FreePort's port %d is not locked (%v)", tls, err)
+	}
+	ports, locks, err := freePorts(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releasePorts(locks)
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p == s.Port() || p == s.bus || p == tls || seen[p] {
+			t.Fatalf("freePorts returned port %d twice or a locked one (%v)", p, ports)
+		}
+		seen[p] = true
+	}
+	s.Restart()
+	if got, err := s.Do("PING").ToString(); err != nil || got != "PONG" {
+		t.Fatalf("PING after Restart = %q, %v", got, err)
+	}
+}
+
+// TestWaitServingChecksIdentity: a server that answers on the port but is
+// not the process started (another test process's redis-server that took
+// the port) is not taken for it.
+func TestWaitServingChecksIdentity(t *testing.T) {
+	s := Standalone(t, "--requirepass", "secret")
+	never := make(chan struct{})
+	err := waitServing(s.Addr(), "secret", s.PID()+1, never, 200*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "another process answers: process_id:"+strconv.Itoa(s.PID())) {
+		t.Fatalf("waitServing for another pid = %v, want a refusal naming the process that answers", err)
+	}
+	if err := waitServing(s.Addr(), "secret", s.PID(), never, startTimeout); err != nil {
+		t.Fatalf("waitServing for the server's own pid: %v", err)
 	}
 }

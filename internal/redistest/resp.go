@@ -25,6 +25,16 @@ func (e respError) Error() string { return string(e) }
 // respError. The harness polls with it rather than with a full client, so
 // that waiting on a dying or restarting server has no background state.
 func command(addr string, args ...string) (any, error) {
+	replies, err := pipeline(addr, args)
+	if err != nil {
+		return nil, err
+	}
+	return replies[0], nil
+}
+
+// pipeline sends commands on one fresh connection and returns their
+// replies, as command does.
+func pipeline(addr string, cmds ...[]string) ([]any, error) {
 	c, err := net.DialTimeout("tcp", addr, ioTimeout)
 	if err != nil {
 		return nil, err
@@ -34,14 +44,23 @@ func command(addr string, args ...string) (any, error) {
 		return nil, err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	for _, args := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	r := bufio.NewReader(c)
+	replies := make([]any, len(cmds))
+	for i := range cmds {
+		if replies[i], err = readReply(r); err != nil {
+			return nil, err
+		}
+	}
+	return replies, nil
 }
 
 func readReply(r *bufio.Reader) (any, error) {

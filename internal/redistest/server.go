@@ -36,7 +36,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	port   int
-	bus    int // cluster bus port, 0 outside a Cluster
+	bus    int        // cluster bus port, 0 outside a Cluster
+	locks  []*os.File // the ports' locks, held until cleanup (see portLockDir)
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	client rueidis.Client
@@ -141,29 +142,18 @@ func (s *Server) start(samePort bool) {
 	s.t.Fatalf("redistest: start %s: %v", filepath.Base(s.bin), last)
 }
 
+// pickPorts picks and locks two free ports, releasing those it had.
 func (s *Server) pickPorts() {
 	s.t.Helper()
-	ports, err := freePorts(2)
+	ports, locks, err := freePorts(2)
 	if err != nil {
 		s.t.Fatalf("redistest: %v", err)
 	}
 	s.mu.Lock()
-	s.port, s.bus = ports[0], ports[1]
+	old := s.locks
+	s.port, s.bus, s.locks = ports[0], ports[1], locks
 	s.mu.Unlock()
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	releasePorts(old)
 }
 
 // launch starts one process and waits for PING; on failure the process is
@@ -188,33 +178,83 @@ func (s *Server) launch() error {
 	go func() { cmd.Wait(); out.Close(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	pass := password(cmd.Args)
 	s.mu.Unlock()
 
-	if err := s.waitPing(addr, exited); err != nil {
+	if err := waitServing(addr, pass, cmd.Process.Pid, exited, startTimeout); err != nil {
 		s.signal(syscall.SIGKILL)
 		return fmt.Errorf("%w\n%s", err, s.logTail())
 	}
 	return nil
 }
 
-func (s *Server) waitPing(addr string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(startTimeout)
+// password returns the value of --requirepass on a command line, or "".
+func password(args []string) string {
+	for i, a := range args {
+		if a == "--requirepass" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// waitServing waits up to timeout until the process pid serves on addr: it answers PING
+// (not LOADING), and INFO's process_id is pid. Whatever else answers on
+// the port (a server of another test process that took it) is not
+// accepted.
+func waitServing(addr, pass string, pid int, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	want := "process_id:" + strconv.Itoa(pid)
 	for {
 		select {
 		case <-exited:
 			return fmt.Errorf("%s exited at start (address in use?)", addr)
 		default:
 		}
-		// Any reply but LOADING means the server serves (NOAUTH included).
-		reply, err := command(addr, "PING")
-		if e, ok := reply.(respError); err == nil && !(ok && strings.HasPrefix(string(e), "LOADING")) {
-			return nil
+		cmds := [][]string{{"PING"}, {"INFO", "server"}}
+		if pass != "" {
+			cmds = append([][]string{{"AUTH", pass}}, cmds...)
+		}
+		replies, err := pipeline(addr, cmds...)
+		var why any = err
+		if err == nil {
+			ping, text := replies[len(replies)-2], replies[len(replies)-1]
+			why = ping
+			if e, ok := ping.(respError); !ok || !strings.HasPrefix(string(e), "LOADING") {
+				why = text
+				if text, ok := text.(string); ok {
+					if hasLine(text, want) {
+						return nil
+					}
+					why = fmt.Sprintf("another process answers: %s", firstLine(text, "process_id:"))
+				}
+			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer PING within %v: %v %v", addr, startTimeout, reply, err)
+			return fmt.Errorf("%s did not serve as process %d within %v: %v", addr, pid, timeout, why)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// hasLine reports whether text (an INFO reply) has the line line.
+func hasLine(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
+}
+
+// firstLine returns the first line of text starting with prefix, or "".
+func firstLine(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
 
 // logTail returns the last lines of the server's logs, for error messages.
@@ -233,7 +273,9 @@ func (s *Server) logTail() string {
 }
 
 // Kill stops the process with SIGKILL, as a crash would, and waits until it
-// is gone. Its port stays reserved for Restart.
+// is gone. Its ports stay reserved for Restart: their locks (see
+// portLockDir) are held until the test ends, so no other test process's
+// helpers hand them out.
 func (s *Server) Kill() {
 	s.t.Helper()
 	s.stop(syscall.SIGKILL)
@@ -297,6 +339,11 @@ func (s *Server) cleanup() {
 	if err := s.signalAndWait(syscall.SIGKILL); err != nil {
 		s.t.Errorf("redistest: cleanup: %v", err)
 	}
+	s.mu.Lock()
+	locks := s.locks
+	s.locks = nil
+	s.mu.Unlock()
+	releasePorts(locks)
 }
 
 // Client returns a rueidis client connected to this server, created on
