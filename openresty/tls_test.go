@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,14 +202,11 @@ func TestTLSSentinel(t *testing.T) {
 	}
 }
 
-// port returns a free port of 127.0.0.1.
+// port returns a free port of 127.0.0.1 for a Redis or Sentinel
+// listener, held from other processes' Redis helpers for the test's life.
 func port(t *testing.T) string {
 	t.Helper()
-	_, p, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return strconv.Itoa(redistest.FreePort(t))
 }
 
 // waitPong waits (up to 10 s) until the server at addr answers PING.

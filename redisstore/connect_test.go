@@ -58,12 +58,7 @@ func containsSecret(err error, secret string) bool {
 func TestURLTLS(t *testing.T) {
 	dir := t.TempDir()
 	roots := writeCerts(t, dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	tlsPort := redistest.FreePort(t)
 	redistest.Standalone(t, "--tls-port", strconv.Itoa(tlsPort),
 		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
 		"--tls-ca-cert-file", filepath.Join(dir, "ca.pem"), "--tls-auth-clients", "no")
