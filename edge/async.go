@@ -57,7 +57,8 @@ type AsyncOptions struct {
 	// DefaultAsyncMaxKeys (100,000).
 	MaxKeys int
 	// MaxBytes bounds the bytes of the tracked keys' strings plus 400 per
-	// key, and of the filter of keys seen (32 bytes per key of MaxKeys).
+	// key, and of the marks of keys seen (up to 16 bytes per key of
+	// MaxKeys).
 	// Must be >= 0; zero means DefaultAsyncMaxBytes (64 MiB).
 	MaxBytes int64
 	// MaxViewAge is the age past which a key's view is not used: its
@@ -128,7 +129,10 @@ type AsyncStats struct {
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
 // cost to the store in the background every SyncInterval. A key without a
-// usable view is decided by the store; its second answer becomes its view, so a key checked once costs no slot. A
+// usable view is decided by the store; from its third sight in a short
+// while (viewSight) its answer becomes its view, so that a key checked once
+// or twice costs no slot and each of its checks costs what a synchronous
+// limiter's does. A
 // key whose budget here is spent while no denial by the store stands is
 // asked of the store, one caller per key at a time. It is safe for
 // concurrent use, and runs one coordinating goroutine and Flushers
@@ -411,37 +415,88 @@ func keyBytes(k *slotKey) int64 {
 	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
 }
 
-// seenFilter remembers the keys answered by the store, as 64-bit tags in
-// sets of 4, the newest first: a key gets its slot at its second answer,
-// so a key checked once costs no slot, map entry or garbage. A key whose
-// tag four newer keys of its set pushed out is asked about once more.
+// viewSight is the sight of a key from which the store's answers become
+// its view (its slot): the keys seen fewer times within two generations of
+// marks are decided by the store alone, as by a synchronous limiter, at its
+// cost. A slot is a map entry, strings and a lock the collector traverses
+// while it lives, and each local admission a flush of its own: spread
+// traffic (many keys, each seen every few seconds, where a view is rarely
+// used) would fill the table with slots and the store with flushes that
+// save nothing. A key seen twice is no sign of a third sight; a key seen
+// three times in a short while is.
+const viewSight = 3
+
+// Layout of a mark: the generation (1 to markGens, 0: free), the sights
+// before this one, and the tag (fingerprint bits above the index).
+const (
+	markTagBits  = 23
+	markTag      = 1<<markTagBits - 1
+	markCountBit = markTagBits // 2 bits
+	markGenBit   = markTagBits + 2
+	markGens     = 127
+	// markSample: one mark in markSample counts towards the next
+	// generation, so that the shared counter is written rarely.
+	markSample = 16
+)
+
+// seenFilter marks the keys answered by the store and not (yet) given a
+// slot: one 32-bit word per index, the last key marked there (its tag,
+// its sights, the generation of the last). The generation advances every
+// half MaxKeys marks (sampled), so that a key's sights count within the
+// last half to one MaxKeys keys answered. Pointer-free: nothing for the
+// collector to traverse. Two keys may share an index: one's mark then
+// overwrites the other's (its slot waits for more sights), or, for the
+// same tag, a key gets its slot sooner; neither changes a decision, and
+// neither does a mark lost to a concurrent write.
 type seenFilter struct {
-	tags []atomic.Uint64
+	marks []atomic.Uint32
+	gen   atomic.Uint32
+	n     atomic.Int64 // sampled marks of this generation
+	every int64        // sampled marks per generation
 }
 
-// init sizes f for 4 × keys tags, within a quarter of maxBytes.
+// init sizes f for at least 2 × keys marks, within a quarter of maxBytes.
 func (f *seenFilter) init(keys, maxBytes int64) {
-	n := int64(64)
-	for n < 4*keys && 64*n <= maxBytes {
+	n := int64(1024)
+	for n < 2*keys && 16*n <= maxBytes {
 		n <<= 1
 	}
-	f.tags = make([]atomic.Uint64, n)
+	f.marks = make([]atomic.Uint32, n)
+	f.gen.Store(1)
+	f.every = max(1, keys/2/markSample)
 }
 
-func (f *seenFilter) bytes() int64 { return int64(len(f.tags)) * 8 }
+func (f *seenFilter) bytes() int64 { return int64(len(f.marks)) * 4 }
 
-// see reports whether fp was seen, and remembers it.
-func (f *seenFilter) see(fp fingerprint) bool {
-	set := f.tags[fp.lo%uint64(len(f.tags))&^3:][:4]
-	tag := fp.hi | 1 // never 0, the free tag
-	for i := range set {
-		if set[i].Load() == tag {
-			return true
+// sighted reports whether this is at least fp's viewSight-th sight within
+// the current generation of marks and the one before; else it marks one
+// more sight of fp.
+func (f *seenFilter) sighted(fp fingerprint) bool {
+	m := &f.marks[fp.lo&uint64(len(f.marks)-1)]
+	tag := uint32(fp.hi) & markTag
+	gen := f.gen.Load()
+	e := m.Load()
+	sights := uint32(1)
+	if e&markTag == tag {
+		if g := e >> markGenBit; g == gen || g == prevGen(gen) {
+			sights = (e>>markCountBit)&3 + 2
 		}
 	}
-	for i := len(set) - 1; i > 0; i-- {
-		set[i].Store(set[i-1].Load())
+	if sights >= viewSight {
+		return true
 	}
-	set[0].Store(tag)
+	m.Store(gen<<markGenBit | (sights-1)<<markCountBit | tag)
+	if fp.hi>>32%markSample == 0 && f.n.Add(1) >= f.every {
+		f.n.Store(0)
+		f.gen.CompareAndSwap(gen, gen%markGens+1)
+	}
 	return false
+}
+
+// prevGen is the generation before g.
+func prevGen(g uint32) uint32 {
+	if g == 1 {
+		return markGens
+	}
+	return g - 1
 }

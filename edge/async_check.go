@@ -44,7 +44,7 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 	slots, missing := buf[:len(c.Hits)], false
 	for i := range c.Hits {
 		if c.Hits[i].Limit.Window <= a.interval { // cost sent a round later could miss its window
-			return a.checkSync(ctx, c, d, now, nil, nil)
+			return a.checkSync(ctx, c, d, now, nil, nil, nil)
 		}
 	}
 	for i := range c.Hits {
@@ -54,7 +54,7 @@ func (a *Async) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		missing = missing || slots[i] == nil
 	}
 	if missing {
-		return a.checkSync(ctx, c, d, now, nil, fps[:len(c.Hits)])
+		return a.checkSync(ctx, c, d, now, nil, slots, fps[:len(c.Hits)])
 	}
 	return a.decideOrAsk(ctx, &c, slots, d)
 }
@@ -107,7 +107,7 @@ func (a *Async) decideOrAsk(ctx context.Context, c *sluice.Check, slots []*slot,
 				s.asking = true
 			}
 			lockAll(slots, false)
-			return a.checkSync(ctx, *c, d, now, slots, nil)
+			return a.checkSync(ctx, *c, d, now, slots, nil, nil)
 		}
 		lockAll(slots, false)
 		select {
@@ -242,10 +242,11 @@ func lockAll(slots []*slot, lock bool) {
 }
 
 // checkSync passes c to the store and takes its reply as the view of c's
-// keys: of asked, its slots marked as asked by this caller, or else of the
-// slots of fps, the keys' fingerprints (nil: none), a key answered before
-// getting one (see seenFilter).
-func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked []*slot, fps []fingerprint) error {
+// keys: of asked, its slots marked as asked by this caller, or else of
+// found, the slots of c's keys that had one before the call (nil for a
+// key without), and of the keys of fps, their fingerprints (nil: none),
+// seen often enough since to get one (see viewSight).
+func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decision, now int64, asked, found []*slot, fps []fingerprint) error {
 	a.sync.Add(1)
 	a.asking.Add(1)
 	err := a.next.Check(ctx, c, d)
@@ -258,7 +259,7 @@ func (a *Async) checkSync(ctx context.Context, c sluice.Check, d *sluice.Decisio
 		case asked != nil:
 			s = asked[i]
 		case ok && fps != nil:
-			if s = a.slot(fps[i]); s == nil && a.seen.see(fps[i]) {
+			if s = found[i]; s == nil && a.seen.sighted(fps[i]) {
 				k := slotKeyOf(&c, i)
 				if s = a.addSlot(&k, fps[i]); s == nil {
 					a.overflow.Add(1)

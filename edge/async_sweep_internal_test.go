@@ -20,19 +20,19 @@ func TestSweepLosesNoCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, c := newMemAsync(t)
 		var d sluice.Decision
-		// Two checks: the second makes the key's slot (second sight).
-		for i := range 2 {
+		// Three checks: the third makes the key's slot (viewSight).
+		for i := range viewSight {
 			if err := a.Check(context.Background(), c, &d); err != nil || !d.Allowed {
 				t.Fatalf("check %d: %v %+v", i+1, err, d)
 			}
 		}
 		if a.Stats().Keys != 1 {
-			t.Fatalf("no slot after two checks: %+v", a.Stats())
+			t.Fatalf("no slot after %d checks: %+v", viewSight, a.Stats())
 		}
 		if err := a.Flush(context.Background()); err != nil { // it owes nothing
 			t.Fatal(err)
 		}
-		admitted := 2
+		admitted := viewSight
 		a.sweepHook = func(s *slot) {
 			var d sluice.Decision
 			if err := a.decideOrAsk(context.Background(), &c, []*slot{s}, &d); err != nil {
@@ -54,8 +54,8 @@ func TestSweepLosesNoCost(t *testing.T) {
 		if got := d.Hits[0].Used; got != float64(admitted) {
 			t.Errorf("the store counts %v, want the %d checks admitted: a check during the sweep lost its cost", got, admitted)
 		}
-		if admitted != 3 {
-			t.Errorf("%d checks admitted, want 3", admitted)
+		if admitted != viewSight+1 {
+			t.Errorf("%d checks admitted, want %d", admitted, viewSight+1)
 		}
 	})
 }

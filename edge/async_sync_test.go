@@ -103,6 +103,7 @@ func TestAsyncFlushesYieldToWaitingChecks(t *testing.T) {
 		for i := range keys {
 			keys[i] = check(1, hit(fmt.Sprint("k", i), "1000r/h", sluice.SlidingWindow))
 			mustCheck(t, a, keys[i])
+			mustCheck(t, a, keys[i])
 			mustCheck(t, a, keys[i]) // the key's view
 		}
 		owe()

@@ -35,13 +35,13 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond})
 		c := check(1, hit("k", "10r/h", sluice.Log))
-		for i := range 2 {
+		for i := range 3 {
 			if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromStore {
 				t.Fatalf("check %d: %+v, want allowed by the store (no view yet)", i+1, d)
 			}
 		}
 		calls := f.calls.Load()
-		for i := 3; i <= 5; i++ {
+		for i := 4; i <= 5; i++ {
 			d := mustCheck(t, a, c)
 			if !d.Allowed || d.Source != sluice.FromLocalView {
 				t.Fatalf("check %d: %+v, want allowed from the local view", i, d)
@@ -53,8 +53,8 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 		if f.calls.Load() != calls {
 			t.Fatalf("local decisions called the store")
 		}
-		if got := used(t, f.next, c); got != 2 {
-			t.Errorf("store's usage before the sync: %v, want 2", got)
+		if got := used(t, f.next, c); got != 3 {
+			t.Errorf("store's usage before the sync: %v, want 3", got)
 		}
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
@@ -65,7 +65,7 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 			t.Errorf("%d store calls for one key's pending cost, want 1", got)
 		}
 		s := a.Stats()
-		if s.Local != 3 || s.Sync != 2 || s.Pending != 0 || s.Flushes != 1 || s.Keys != 1 {
+		if s.Local != 2 || s.Sync != 3 || s.Pending != 0 || s.Flushes != 1 || s.Keys != 1 {
 			t.Errorf("stats %+v", s)
 		}
 	})
@@ -145,7 +145,8 @@ func TestAsyncStoreFailure(t *testing.T) {
 		a := newAsync(t, g, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Second})
 		c := check(1, hit("k", "100r/h", sluice.Log))
 		mustCheck(t, a, c)
-		mustCheck(t, a, c) // the second answer makes the view
+		mustCheck(t, a, c)
+		mustCheck(t, a, c) // the third answer makes the view
 		f.set(refuse)
 		for range 10 {
 			if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
@@ -164,8 +165,8 @@ func TestAsyncStoreFailure(t *testing.T) {
 		f.set(answer)
 		time.Sleep(edge.DefaultMaxBackoff) // the breaker lets a probe through
 		synctest.Wait()
-		if got := used(t, f.next, c); got != 12 {
-			t.Errorf("store's usage after the outage: %v, want 12", got)
+		if got := used(t, f.next, c); got != 13 {
+			t.Errorf("store's usage after the outage: %v, want 13", got)
 		}
 		if s := a.Stats(); s.Pending != 0 || s.Dropped != 0 {
 			t.Errorf("stats %+v after the outage, want nothing owed or dropped", s)
@@ -180,6 +181,7 @@ func TestAsyncDropsCostOlderThanAWindow(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Minute})
 		c := check(1, hit("k", "100r/10s", sluice.Log))
+		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		f.set(refuse)
@@ -208,6 +210,7 @@ func TestAsyncCloseGivesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := check(1, hit("k", "100r/h", sluice.Log))
+		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		f.set(refuse)
@@ -251,7 +254,8 @@ func TestAsyncMaxKeys(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{MaxKeys: 2})
 		for k := range 3 {
-			c := check(1, hit(fmt.Sprint("k", k), "3r/h", sluice.Log))
+			c := check(1, hit(fmt.Sprint("k", k), "4r/h", sluice.Log))
+			mustCheck(t, a, c)
 			mustCheck(t, a, c)
 			mustCheck(t, a, c)
 			want := sluice.FromLocalView
@@ -262,8 +266,8 @@ func TestAsyncMaxKeys(t *testing.T) {
 				t.Errorf("key %d: source %v, want %v", k, d.Source, want)
 			}
 		}
-		// k2's first check goes to the store for want of a view (a key
-		// gets its slot at its second answer); its second and third for want
+		// k2's first two checks go to the store for want of a view (a key
+		// gets its slot at its third answer); its third and fourth for want
 		// of room in the table: two overflows.
 		if s := a.Stats(); s.Keys != 2 || s.Overflow != 2 {
 			t.Errorf("stats %+v, want 2 keys, 2 overflows", s)
@@ -298,18 +302,19 @@ func TestAsyncBatchFallsBackToSingleKeys(t *testing.T) {
 		}
 		for _, c := range append(others, full) {
 			mustCheck(t, a, c)
+			mustCheck(t, a, c)
 			mustCheck(t, a, c) // the views, from the store
 			mustCheck(t, a, c) // owed: 1 each
 		}
-		for range 8 { // another process fills "full"
+		for range 7 { // another process fills "full"
 			mustCheck(t, f.next, full)
 		}
 		calls := f.calls.Load()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		for _, c := range others {
-			if got := used(t, f.next, c); got != 3 {
-				t.Errorf("%s: store's usage %v, want 3", c.Hits[0].Key, got)
+			if got := used(t, f.next, c); got != 4 {
+				t.Errorf("%s: store's usage %v, want 4", c.Hits[0].Key, got)
 			}
 		}
 		if got := used(t, f.next, full); got != 10 {
@@ -362,6 +367,7 @@ func TestAsyncDropsOnlyCostOlderThanAWindow(t *testing.T) {
 		c := check(1, hit("k", "100r/10s", sluice.Log))
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		f.set(refuse)
 		for range 3 {
 			mustCheck(t, a, c) // old: dropped
@@ -395,6 +401,7 @@ func TestAsyncCloseHonoursItsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := check(1, hit("k", "100r/h", sluice.Log))
+		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		f.set(hang)
@@ -464,9 +471,9 @@ func TestAsyncWaitersWakeWhenCostIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, FlushTimeout: 5 * time.Second})
-		hotHit, warmHit := hit("hot", "10r/s", sluice.Log), hit("warm", "100r/h", sluice.Log)
+		hotHit, warmHit := hit("hot", "11r/s", sluice.Log), hit("warm", "100r/h", sluice.Log)
 		hot, warm, slow := check(1, hotHit), check(1, warmHit), check(1, hit("slow", "100r/h", sluice.Log))
-		for _, c := range []sluice.Check{hot, hot, warm, warm, slow, slow, slow} {
+		for _, c := range []sluice.Check{hot, hot, hot, warm, warm, warm, slow, slow, slow, slow} {
 			mustCheck(t, a, c) // the views; 1 owed on slow
 		}
 		f.set(hang)

@@ -19,7 +19,8 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Processes: 2})
-		c := check(1, hit("k", "10r/h", sluice.Log))
+		c := check(1, hit("k", "11r/h", sluice.Log))
+		mustCheck(t, a, c)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c) // the view: 8 remain, a budget of 4 here
 		owe := func(n int) {
@@ -47,8 +48,8 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 		if got := f.calls.Load() - calls; got != 1 {
 			t.Errorf("%d store calls, want 1 for the unsent cost and the check", got)
 		}
-		if got := used(t, f.next, c); got != 7 {
-			t.Errorf("store's usage: %v, want 7 (2 + 4 unsent + 1)", got)
+		if got := used(t, f.next, c); got != 8 {
+			t.Errorf("store's usage: %v, want 8 (3 + 4 unsent + 1)", got)
 		}
 		if s := a.Stats(); s.Pending != 0 {
 			t.Errorf("pending %d, want 0", s.Pending)
@@ -56,16 +57,16 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 
 		owe(2) // 3 remain, a budget of 2
 		var other sluice.Decision
-		if err := f.next.Check(context.Background(), check(2, hit("k", "10r/h", sluice.Log)), &other); err != nil || !other.Allowed {
+		if err := f.next.Check(context.Background(), check(2, hit("k", "11r/h", sluice.Log)), &other); err != nil || !other.Allowed {
 			t.Fatalf("another process's check of 2: %+v, %v", other, err)
 		}
 		d = mustCheck(t, a, c)
-		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != 11 || d.RetryAfter() <= 0 {
-			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used 11)", d)
+		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != 12 || d.RetryAfter() <= 0 {
+			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used 12)", d)
 		}
 		synctest.Wait()
-		if got := used(t, f.next, c); got != 10 {
-			t.Errorf("store's usage: %v, want 10 (the unsent cost sent after the denial, 1 of it recorded)", got)
+		if got := used(t, f.next, c); got != 11 {
+			t.Errorf("store's usage: %v, want 11 (the unsent cost sent after the denial, 1 of it recorded)", got)
 		}
 		if s := a.Stats(); s.Pending != 0 || s.Unrecorded != 1 {
 			t.Errorf("stats %+v, want nothing pending and 1 unrecorded", s)
@@ -88,7 +89,7 @@ func TestAsyncFlushGoesToItsLimiter(t *testing.T) {
 		flushes := &flaky{next: checks.next} // the same store
 		a := newAsync(t, checks, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Flush: flushes})
 		c := check(1, hit("k", "10r/h", sluice.Log))
-		for _, want := range []sluice.Source{sluice.FromStore, sluice.FromStore, sluice.FromLocalView} {
+		for _, want := range []sluice.Source{sluice.FromStore, sluice.FromStore, sluice.FromStore, sluice.FromLocalView} {
 			if d := mustCheck(t, a, c); d.Source != want {
 				t.Fatalf("%+v, want from %v", d, want)
 			}
@@ -96,11 +97,11 @@ func TestAsyncFlushGoesToItsLimiter(t *testing.T) {
 		if err := a.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := [2]int64{checks.calls.Load(), flushes.calls.Load()}, [2]int64{2, 1}; got != want {
+		if got, want := [2]int64{checks.calls.Load(), flushes.calls.Load()}, [2]int64{3, 1}; got != want {
 			t.Errorf("calls to the checks' and the flushes' limiters: %v, want %v", got, want)
 		}
-		if got := used(t, checks.next, c); got != 3 {
-			t.Errorf("store's usage: %v, want 3", got)
+		if got := used(t, checks.next, c); got != 4 {
+			t.Errorf("store's usage: %v, want 4", got)
 		}
 	})
 }

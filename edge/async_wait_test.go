@@ -23,6 +23,7 @@ func TestAsyncResetWaitsOnTheFlush(t *testing.T) {
 		a := newAsync(t, f, edge.AsyncOptions{FlushTimeout: flushTimeout})
 		c := check(1, hit("k", "100r/h", sluice.Log))
 		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		mustCheck(t, a, c) // asks the store: the key's view
 		mustCheck(t, a, c) // local: 1 owed
 		f.set(hang)

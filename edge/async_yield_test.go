@@ -20,7 +20,8 @@ func TestAsyncLocalDecisionsYieldDuringAsk(t *testing.T) {
 	a := newAsync(t, h, edge.AsyncOptions{})
 	local := check(1, hit("local", "1000000r/h", sluice.SlidingWindow))
 	mustCheck(t, a, local)
-	mustCheck(t, a, local) // the store's second answer becomes the key's view
+	mustCheck(t, a, local)
+	mustCheck(t, a, local) // the store's third answer becomes the key's view
 	asked := make(chan error, 1)
 	go func() {
 		var d sluice.Decision

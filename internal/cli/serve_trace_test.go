@@ -126,8 +126,9 @@ func TestServeTracing(t *testing.T) {
 		"sluice.decision": "denied", "sluice.source": "store", "http.response.status_code": "429"}})
 	send("POST", api+"/v1/check", check("shown", "visible-key"), "", want{"POST /v1/check", map[string]string{
 		"sluice.zones": "[shown]", "sluice.keys": "[visible-key]", "sluice.decision": "allowed"}})
-	// An async zone makes a key's view at its second answer from the
-	// store; the third check is decided from that view.
+	// An async zone makes a key's view at its third answer from the
+	// store; the fourth check is decided from that view.
+	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
 	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
 	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
 	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{"POST /v1/check", map[string]string{
