@@ -26,7 +26,7 @@ The module async runs with the module's default options unless
 -first-sight is given (the auth async zone gets the same first_sight).
 
 Each row runs its fronts in interleaved rounds (after one warm-up round
-each), and reports per front the median requests/s, the per-round ratio to
+each; each round starts one front later than the last), and reports per front the median requests/s, the per-round ratio to
 the seed of the same round, the median p99, the CPU per request of the
 front processes (nginx workers, and sluice serve for auth) and of Redis,
 read from /proc.
@@ -34,6 +34,7 @@ read from /proc.
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
                      [-fronts sync,async]
                      [-stats] [-before DIR] [-sluice-before BIN] [-vs sync]
+                     [-rate N]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
@@ -44,7 +45,11 @@ tar -x -C DIR), in rounds interleaved with the others (also in async1k).
 `BIN serve`, a sluice built from another version, interleaved likewise.
 -vs sync adds, per front, the range of its per-round ratios of requests/s
 and p99 to the module sync's of the same round (the goal of async:
-requests/s at least 1x, p99 at most 1x).
+requests/s at least 1x, p99 at most 1x). -rate N offers every front about
+N requests/s (each connection waits a think time between requests, as
+wrk's delay()) instead of as many as it can take: fronts of unequal speed
+then compare their latency at the same load, which a closed loop on two
+cores does not give (the faster front's load generator takes more CPU).
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -110,6 +115,14 @@ local path = os.getenv("WRK_PATH")
 math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0))
 request = function()
   return wrk.format(nil, path .. "?token=t" .. math.random(1, n))
+end
+-- -rate: each connection waits a think time of THINK_MS on average
+-- before its next request (wrk takes whole ms: the floor or the ceiling,
+-- drawn to that mean), so every front is offered the same load.
+local think = tonumber(os.getenv("THINK_MS") or "")
+if think then
+  local lo = math.floor(think)
+  delay = function() return lo + (math.random() < think - lo and 1 or 0) end
 end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT %d %d %d %d\n", summary.requests, summary.duration,
@@ -220,6 +233,8 @@ def main():
     ap.add_argument("-d", type=int, default=5, help="seconds per round")
     ap.add_argument("-rows", default="sync,async,hot")
     ap.add_argument("-c", type=int, default=64)
+    ap.add_argument("-rate", type=float, default=0,
+                    help="offer about this many requests/s to every front (a think time per connection) instead of as many as each can take")
     ap.add_argument("-callgrind", action="store_true",
                     help="instead of wrk rounds: user-space instructions per request of one nginx worker "
                          "under valgrind (seed, module sync, async, deny cache, and the floors), load-independent")
@@ -411,6 +426,10 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
 
         def run(path, tokens, secs, extra):
             env = dict(os.environ, TOKENS=str(tokens), WRK_PATH=path)
+            if args.rate:
+                # c connections, each a request per think time (plus its
+                # latency, small beside it): about -rate requests/s.
+                env["THINK_MS"] = str(args.c * 1000 / args.rate)
             front_port, workers = fronts_of[path]
             fpids = workers + extra
             c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
@@ -423,14 +442,19 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             return {"rps": n / (dur / 1e6), "p99": p99, "cpu": (c1 - c0) * us / n, "redis": (r1 - r0) * us / n, "non2xx": non2xx / n}
 
         print("load average before:", open("/proc/loadavg").read().strip())
-        print(f"wrk -t2 -c{args.c}, {args.rounds} interleaved rounds of {args.d}s per front, after a warm-up round each")
+        load = f", about {args.rate:,.0f} requests/s offered" if args.rate else ""
+        print(f"wrk -t2 -c{args.c}{load}, {args.rounds} interleaved rounds of {args.d}s per front, after a warm-up round each")
         for row in args.rows.split(","):
             tokens, fronts = rows[row]
             for _, path, extra in fronts:
                 run(path, tokens, 2, extra)  # warm-up
             res = {name: [] for name, _, _ in fronts}
-            for _ in range(args.rounds):
-                for name, path, extra in fronts:
+            for r in range(args.rounds):
+                # Each round starts one front later: no front always runs
+                # right after another (Redis keys shared with the previous
+                # front, a CPU still busy with its connections).
+                k = r % len(fronts)
+                for name, path, extra in fronts[k:] + fronts[:k]:
                     res[name].append(run(path, tokens, args.d, extra))
             seed = res["seed"]
             print(f"\n### {row}: {tokens} tokens\n")

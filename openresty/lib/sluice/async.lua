@@ -13,8 +13,9 @@
 -- becomes the view. A check without a usable view (first seen, older than
 -- max_view_age, forgotten) goes to the store synchronously, through the
 -- breaker and the failure policy; the answer becomes the key's view from
--- its third sight on (SIGHTS; until then a key is only a mark, a number
--- in an array of the worker's: no string is held for it). With
+-- its fifth sight in a short while on (SIGHTS; until then a key is only a
+-- mark, a number in an array of the worker's: no string is held for it,
+-- and its checks cost what they cost in sync mode). With
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (a blind view).
 --
@@ -142,8 +143,13 @@ end
 
 -- SIGHTS is the sight of a key (1 to 5) from which its answers become
 -- its view: the keys seen fewer times within the marks' two generations
--- are decided as in sync mode, at its cost.
-_M.SIGHTS = 3
+-- are decided as in sync mode, at its cost. 5, the most the marks count:
+-- spread traffic (100,000 tokens, each seen every few seconds) then makes
+-- a handful of views per worker, where the third sight made a thousand
+-- that decided 0.5% of its checks and cost more than they saved (their
+-- flushes, their tables); a key checked often reaches its fifth sight in
+-- a fraction of a second (docs/bench.md, "nginx module, async").
+_M.SIGHTS = 5
 
 local crc32 = ngx.crc32_short
 local TAG, COUNT_SHIFT, GEN_SHIFT, GENS = 0x3fffff, 22, 24, 127
@@ -156,8 +162,8 @@ local TAG, COUNT_SHIFT, GEN_SHIFT, GENS = 0x3fffff, 22, 24, 127
 -- dozen tables and strings the collector traverses on every cycle while
 -- it lives, and spread traffic (many keys, each seen every few seconds)
 -- would fill the generations with views that few checks reuse: a key
--- seen twice is no sign of a third sight, a key seen three times in a
--- short while is. Marks advance a generation every max_keys/2 sights
+-- seen a few times is no sign of more, a key seen five times in a short
+-- while is. Marks advance a generation every max_keys/2 sights
 -- marked. Two ids may share a slot: one's mark then overwrites the
 -- other's (its view waits for more sights), or, for the same tag (one in
 -- 2^22), a key gets its view sooner; neither changes a decision.
