@@ -34,7 +34,7 @@ read from /proc.
   bench/openresty.py [-rounds 5] [-d 5] [-rows sync,async,hot] [-first-sight N]
                      [-fronts sync,async]
                      [-stats] [-before DIR] [-sluice-before BIN] [-vs sync]
-                     [-rate N]
+                     [-rate N] [-fresh]
 
 -stats prints the async limiter's counters of each worker after a row
 (first sights, local and Redis decisions, views, evictions, failed
@@ -50,6 +50,10 @@ N requests/s (each connection waits a think time between requests, as
 wrk's delay()) instead of as many as it can take: fronts of unequal speed
 then compare their latency at the same load, which a closed loop on two
 cores does not give (the faster front's load generator takes more CPU).
+-fresh reloads each front's nginx (new workers, warmed for a second)
+before each of its rounds: LuaJIT's traces depend on the order in which
+a worker's code first got hot, and a front started once keeps one draw
+of them through every round, a bias of its own in every round.
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -233,6 +237,8 @@ def main():
     ap.add_argument("-d", type=int, default=5, help="seconds per round")
     ap.add_argument("-rows", default="sync,async,hot")
     ap.add_argument("-c", type=int, default=64)
+    ap.add_argument("-fresh", action="store_true",
+                    help="new nginx workers (a reload) before each front's round, warmed for a second")
     ap.add_argument("-rate", type=float, default=0,
                     help="offer about this many requests/s to every front (a think time per connection) instead of as many as each can take")
     ap.add_argument("-callgrind", action="store_true",
@@ -422,14 +428,35 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         for path, (port, proc) in list(fronts_of.items()):
             wait_port(port)
         time.sleep(0.5)
+        masters = {path: proc.pid for path, (port, proc) in fronts_of.items()}
         fronts_of = {path: (port, children(proc.pid)) for path, (port, proc) in fronts_of.items()}
 
-        def run(path, tokens, secs, extra):
+        def fresh(path, tokens, env):
+            # New workers (nginx reloads on SIGHUP): a Lua VM, heap and
+            # JIT traces of their own, warmed for a second, so that no
+            # front keeps one start's traces through every round.
+            port, old = fronts_of[path]
+            os.kill(masters[path], signal.SIGHUP)
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                now = children(masters[path])
+                if len(now) == 2 and not set(now) & set(old):
+                    break
+                time.sleep(0.05)
+            else:
+                sys.exit(f"{path}: the reloaded nginx did not replace its workers")
+            fronts_of[path] = (port, now)
+            subprocess.run(["wrk", "-t2", f"-c{args.c}", "-d1s", "-s", os.path.join(d, "wrk.lua"),
+                            f"http://127.0.0.1:{port}"], env=env, capture_output=True, check=True)
+
+        def run(path, tokens, secs, extra, warm=False):
             env = dict(os.environ, TOKENS=str(tokens), WRK_PATH=path)
             if args.rate:
                 # c connections, each a request per think time (plus its
                 # latency, small beside it): about -rate requests/s.
                 env["THINK_MS"] = str(args.c * 1000 / args.rate)
+            if args.fresh and not warm:
+                fresh(path, tokens, env)
             front_port, workers = fronts_of[path]
             fpids = workers + extra
             c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
@@ -447,7 +474,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         for row in args.rows.split(","):
             tokens, fronts = rows[row]
             for _, path, extra in fronts:
-                run(path, tokens, 2, extra)  # warm-up
+                run(path, tokens, 2, extra, warm=True)
             res = {name: [] for name, _, _ in fronts}
             for r in range(args.rounds):
                 # Each round starts one front later: no front always runs
