@@ -51,9 +51,11 @@ wrk's delay()) instead of as many as it can take: fronts of unequal speed
 then compare their latency at the same load, which a closed loop on two
 cores does not give (the faster front's load generator takes more CPU).
 -fresh reloads each front's nginx (new workers, warmed for a second)
-before each of its rounds: LuaJIT's traces depend on the order in which
-a worker's code first got hot, and a front started once keeps one draw
-of them through every round, a bias of its own in every round.
+before each of its rounds, and restarts an auth_request front's sluice
+serve: LuaJIT's traces depend on the order in which a worker's code first
+got hot, and a front started once keeps one draw of them (or one
+process's heap and pools) through every round, a bias of its own in
+every round.
 
 A quick look at one row: bench/openresty.py -rows hot -rounds 2 -d 3.
 With -floor each row also runs what nginx costs without the module: a
@@ -238,7 +240,7 @@ def main():
     ap.add_argument("-rows", default="sync,async,hot")
     ap.add_argument("-c", type=int, default=64)
     ap.add_argument("-fresh", action="store_true",
-                    help="new nginx workers (a reload) before each front's round, warmed for a second")
+                    help="new nginx workers (a reload) and a new sluice serve before each front's round, warmed for a second")
     ap.add_argument("-rate", type=float, default=0,
                     help="offer about this many requests/s to every front (a think time per connection) instead of as many as each can take")
     ap.add_argument("-callgrind", action="store_true",
@@ -302,6 +304,10 @@ zones:
             serves.append(spawn([binary, "serve", "-config", os.path.join(d, name + ".yaml")]))
         for _, p, _ in serving:
             wait_port(p)
+        # The auth_request fronts' sluice serve, by front: its index in
+        # serves, its command and its port (-fresh starts it anew).
+        serve_of = {"/auth": 0, "/authasync": 1, "/authasyncbefore": 2}
+        serve_cmd = [(p.args, port) for p, (_, port, _) in zip(serves, serving)]
         seed = SEED_LUA.replace("REDIS_PORT", str(rport))
         fs_opt = "" if args.first_sight is None else f", first_sight = {args.first_sight}"
         fs_name = fs_label(args)
@@ -446,6 +452,15 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             else:
                 sys.exit(f"{path}: the reloaded nginx did not replace its workers")
             fronts_of[path] = (port, now)
+            if path in serve_of:
+                # And a new sluice serve: a process's heap, goroutines and
+                # pools of its own, not one start's through every round.
+                k = serve_of[path]
+                cmd, sport = serve_cmd[k]
+                serves[k].terminate()
+                serves[k].wait(timeout=30)
+                serves[k] = spawn(cmd)
+                wait_port(sport)
             subprocess.run(["wrk", "-t2", f"-c{args.c}", "-d1s", "-s", os.path.join(d, "wrk.lua"),
                             f"http://127.0.0.1:{port}"], env=env, capture_output=True, check=True)
 
@@ -458,7 +473,7 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
             if args.fresh and not warm:
                 fresh(path, tokens, env)
             front_port, workers = fronts_of[path]
-            fpids = workers + extra
+            fpids = workers + ([serves[serve_of[path]].pid] if path in serve_of else extra)
             c0, r0 = cpu_ticks(fpids), cpu_ticks([redis.pid])
             out = subprocess.run(["wrk", "-t2", f"-c{args.c}", f"-d{secs}s", "-s", os.path.join(d, "wrk.lua"),
                                   f"http://127.0.0.1:{front_port}"], env=env, capture_output=True, text=True, check=True).stdout
