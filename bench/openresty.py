@@ -298,7 +298,7 @@ def main():
 log: {{level: warn}}
 listeners: [{{addr: "127.0.0.1:{port}", serve: api}}]
 zones:
-  - {{name: bench, limits: "100r/m", key: "query:token", mode: {mode}{extra}}}
+  - {{name: bench-{name}, limits: "100r/m", key: "query:token", mode: {mode}{extra}}}
 """)
             binary = os.path.abspath(args.sluice_before) if name == "asyncbefore" else os.path.join(d, "sluice")
             serves.append(spawn([binary, "serve", "-config", os.path.join(d, name + ".yaml")]))
@@ -349,9 +349,9 @@ http {{
         location /auth {{ auth_request /_sync; error_page 403 = @denied; proxy_pass http://app; }}
         location /authasync {{ auth_request /_async; error_page 403 = @denied; proxy_pass http://app; }}
         location /authasyncbefore {{ auth_request /_before; error_page 403 = @denied; proxy_pass http://app; }}
-        location = /_sync {{ internal; proxy_pass http://sync_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
-        location = /_async {{ internal; proxy_pass http://async_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
-        location = /_before {{ internal; proxy_pass http://before_api/v1/auth?zone=bench; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location = /_sync {{ internal; proxy_pass http://sync_api/v1/auth?zone=bench-sync; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location = /_async {{ internal; proxy_pass http://async_api/v1/auth?zone=bench-async; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
+        location = /_before {{ internal; proxy_pass http://before_api/v1/auth?zone=bench-asyncbefore; proxy_pass_request_body off; proxy_set_header Content-Length ""; proxy_set_header X-Original-URI $request_uri; }}
         location @denied {{ return 429; }}
         # The floor: what nginx costs with no Lua at all, a 429 from the
         # front, or a plain proxy_pass to the same upstream.
@@ -406,8 +406,11 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
         if args.floor:
             for row in ("sync", "async"):
                 rows[row][1].append(("floor: proxy_pass, no Lua", "/floorproxy", []))
-            rows["hot"][1].append(("floor: return 429, no Lua", "/floor429", []))
-            rows["hot"][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
+            # async1k's tokens are mostly over their limits: its floor is
+            # a denial, as the hot row's.
+            for row in ("hot", "async1k"):
+                rows[row][1].append(("floor: return 429, no Lua", "/floor429", []))
+                rows[row][1].append(("floor: Lua, a constant denial as the module's", "/floorluadeny", []))
         if args.fronts:
             keep = set(args.fronts.split(",")) | {"seed"}
             for row in rows:
@@ -424,6 +427,9 @@ http {{ access_log off; client_body_temp_path {d}/ucb; proxy_temp_path {d}/upx; 
                 text = conf
                 if path == "/asyncbefore":
                     text = text.replace(f'"{lib}/?.lua;', f'"{os.path.join(os.path.abspath(args.before), "openresty", "lib")}/?.lua;')
+                # Each front counts on keys of its own (a zone named for
+                # it), so that what it admitted compares with the others.
+                text = text.replace('zone = "bench"', f'zone = "bench-{tag}"')
                 text = (text.replace(f"127.0.0.1:{front_port} ", f"127.0.0.1:{port} ")
                         .replace(f"{d}/nginx.pid", f"{d}/nginx-{tag}.pid").replace(f"{d}/error.log", f"{d}/error-{tag}.log"))
                 with open(os.path.join(d, f"front-{tag}.conf"), "w") as f:

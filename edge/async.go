@@ -43,9 +43,10 @@ type AsyncOptions struct {
 	// next window. Must be >= 0; zero means DefaultSyncInterval (100ms).
 	SyncInterval time.Duration
 	// Processes is the number of processes sharing the store's keys: each
-	// admits locally, between two replies, at most its share (rounded up)
-	// of what remained at the last reply, which divides the worst-case
-	// over-admission by about Processes. Must be >= 0; zero means 1.
+	// admits locally, between two replies, at most its share (rounded
+	// down) of what remained at the last reply; the store decides what
+	// does not fit. With Processes at least the fleet's size the shares
+	// add up to at most what remained. Must be >= 0; zero means 1.
 	Processes int
 	// Flushers is the most store calls a flush round has in flight at
 	// once. While checks of this limiter wait on the store, a round has

@@ -314,9 +314,12 @@ func (s *slot) setView(r *sluice.HitResult, at int64) {
 func (s *slot) unsent() int64 { return s.pending + s.inflight }
 
 // budget is what this process may admit on s's key before the next reply:
-// its share of what remained at the last one.
+// its share of what remained at the last one, rounded down, so that the
+// shares of Processes processes add up to at most what remained. Rounded
+// up, a key at its limit (1 remaining as a unit frees) was admitted once
+// by every process each time a unit freed; now the store decides it.
 func (a *Async) budget(s *slot) int64 {
-	return (s.view.Remaining + a.processes - 1) / a.processes
+	return s.view.Remaining / a.processes
 }
 
 // denied reports whether a denial by the store of cost on s's key, locked,

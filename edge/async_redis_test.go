@@ -28,7 +28,7 @@ func newRedisStore(t testing.TB, url string) *redisstore.Store {
 // connection, as 4 processes would have) over one real Redis, 16 callers
 // each on one hot key whose window outlasts the test, so the store itself
 // admits exactly Rate. Whatever is admitted beyond Rate is the async mode's
-// over-admission; it must stay within N × ceil(Rate / Processes), and it
+// over-admission; it must stay within N × floor(Rate / Processes), and it
 // must equal what the store refused to record (AsyncStats.Unrecorded):
 // every admitted unit is either recorded or counted.
 func TestAsyncOverAdmissionBound(t *testing.T) {
@@ -85,8 +85,8 @@ func TestAsyncOverAdmissionBound(t *testing.T) {
 			store := newRedisStore(t, url)
 			recorded := used(t, store, c)
 			over := admitted.Load() - rate
-			bound := int64(n * ((rate + processes - 1) / processes))
-			t.Logf("N=%d processes, Processes option %d, sync interval %v: %d checks in %v, %d admitted for a limit of %d: over-admission %d (%.1f%% of the limit), bound N*ceil(Rate/Processes) = %d; store recorded %v, unrecorded %d, dropped %d, %d flush rounds",
+			bound := int64(n * (rate / processes))
+			t.Logf("N=%d processes, Processes option %d, sync interval %v: %d checks in %v, %d admitted for a limit of %d: over-admission %d (%.1f%% of the limit), bound N*floor(Rate/Processes) = %d; store recorded %v, unrecorded %d, dropped %d, %d flush rounds",
 				n, processes, interval, checks.Load(), elapsed.Round(time.Millisecond), admitted.Load(), rate, over, 100*float64(over)/rate, bound, recorded, unrecorded, dropped, flushes)
 			if recorded != rate {
 				t.Errorf("the store recorded %v, want the limit %d (the test should fill the key)", recorded, rate)

@@ -19,10 +19,10 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Processes: 2})
-		c := check(1, hit("k", "11r/h", sluice.Log))
+		c := check(1, hit("k", "12r/h", sluice.Log))
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
-		mustCheck(t, a, c) // the view: 8 remain, a budget of 4 here
+		mustCheck(t, a, c) // the view: 9 remain, a budget of 4 here (rounded down)
 		owe := func(n int) {
 			t.Helper()
 			f.set(refuse) // flushes fail: the cost stays unsent
@@ -42,8 +42,8 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 		owe(4)
 		calls := f.calls.Load()
 		d := mustCheck(t, a, c)
-		if !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 3 {
-			t.Fatalf("the check short on 4 unsent: %+v, want allowed by the store, 3 remaining", d)
+		if !d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 4 {
+			t.Fatalf("the check short on 4 unsent: %+v, want allowed by the store, 4 remaining", d)
 		}
 		if got := f.calls.Load() - calls; got != 1 {
 			t.Errorf("%d store calls, want 1 for the unsent cost and the check", got)
@@ -55,18 +55,18 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 			t.Errorf("pending %d, want 0", s.Pending)
 		}
 
-		owe(2) // 3 remain, a budget of 2
+		owe(2) // 4 remain, a budget of 2
 		var other sluice.Decision
-		if err := f.next.Check(context.Background(), check(2, hit("k", "11r/h", sluice.Log)), &other); err != nil || !other.Allowed {
-			t.Fatalf("another process's check of 2: %+v, %v", other, err)
+		if err := f.next.Check(context.Background(), check(3, hit("k", "12r/h", sluice.Log)), &other); err != nil || !other.Allowed {
+			t.Fatalf("another process's check of 3: %+v, %v", other, err)
 		}
 		d = mustCheck(t, a, c)
-		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != 12 || d.RetryAfter() <= 0 {
-			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used 12)", d)
+		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != 13 || d.RetryAfter() <= 0 {
+			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used 13)", d)
 		}
 		synctest.Wait()
-		if got := used(t, f.next, c); got != 11 {
-			t.Errorf("store's usage: %v, want 11 (the unsent cost sent after the denial, 1 of it recorded)", got)
+		if got := used(t, f.next, c); got != 12 {
+			t.Errorf("store's usage: %v, want 12 (the unsent cost sent after the denial, 1 of it recorded)", got)
 		}
 		if s := a.Stats(); s.Pending != 0 || s.Unrecorded != 1 {
 			t.Errorf("stats %+v, want nothing pending and 1 unrecorded", s)

@@ -44,8 +44,9 @@
 //     that answer: so it does not deny what the store would admit. A
 //     hit whose window is not longer than SyncInterval is decided by the
 //     store. Over-admission is bounded, per filling of a key shared by N
-//     processes, by N·ceil(Rate/Processes) (see docs/failure.md, "The
-//     accuracy bound").
+//     processes, by N·floor(Rate/Processes); a key held at its limit
+//     is decided by the store (see docs/failure.md, "The accuracy
+//     bound").
 //
 // # Defaults
 //

@@ -366,6 +366,12 @@ func TestAsyncFirstSightRecords(t *testing.T) {
 // in its tables of views, then its async counters named in the query
 // (?names=local,sync).
 func asyncStatsConf(t *testing.T, redisURL, extra string) func(string) string {
+	return asyncStatsConfP(t, redisURL, 1, extra)
+}
+
+// asyncStatsConfP is asyncStatsConf told that processes workers share
+// each key.
+func asyncStatsConfP(t *testing.T, redisURL string, processes int, extra string) func(string) string {
 	stats := `
         location = /stats {
             content_by_lua_block {
@@ -383,7 +389,7 @@ func asyncStatsConf(t *testing.T, redisURL, extra string) func(string) string {
             }
         }
 `
-	return harnessConf(t, asyncConfOpts(redisURL, 1, extra)+stats)
+	return harnessConf(t, asyncConfOpts(redisURL, processes, extra)+stats)
 }
 
 func readInts(t *testing.T, url string, n int) []int {
@@ -437,14 +443,14 @@ func TestAsyncViewFromFifthSight(t *testing.T) {
 // TestAsyncDeniedKeyWaitsForRetryAfter: a key denied in the worker asks
 // Redis again only once the store's RetryAfter has passed, not every
 // interval: a key of 5 per hour, filled, then checked 60 times over more
-// than 20 flush intervals, is denied every time with no refresh sent (its
+// than 20 flush intervals, is denied every time in the worker (its
 // RetryAfter is minutes away), and Redis holds exactly 5.
 func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 	srv := redistest.Standalone(t)
 	front := startNginx(t, 1, asyncStatsConf(t, srv.URL(), ""))
 	key := fmt.Sprintf("denied-%d", time.Now().UnixNano())
 	url := front.url + "/async?limits=5r/h&key=" + key
-	admitted := 0
+	admitted, filled := 0, 0
 	for i := range 70 {
 		switch got := mustStatus(t, url); got {
 		case http.StatusOK:
@@ -452,6 +458,9 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 		case http.StatusTooManyRequests:
 		default:
 			t.Fatalf("check %d: %d", i, got)
+		}
+		if i == 9 {
+			filled = readInts(t, front.url+"/stats?names=sync", 3)[2]
 		}
 		if i >= 10 {
 			// Pacing, not waiting for a state: the denials span many
@@ -462,8 +471,8 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 	if admitted != 5 {
 		t.Errorf("admitted %d, want 5", admitted)
 	}
-	if got := readInts(t, front.url+"/stats?names=refreshes", 3)[2]; got != 0 {
-		t.Errorf("%d refreshes of a key whose RetryAfter is minutes away, want 0", got)
+	if asked := readInts(t, front.url+"/stats?names=sync", 3)[2] - filled; asked != 0 {
+		t.Errorf("%d checks asked Redis once the key was denied, its RetryAfter minutes away; want 0", asked)
 	}
 	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
 	if err != nil {
@@ -477,5 +486,53 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 	}
 	if d.Hits[0].Used != 5 {
 		t.Errorf("Redis records %v, want 5", d.Hits[0].Used)
+	}
+}
+
+
+// TestAsyncShareRoundsDown: a worker's share of what remained is rounded
+// down, so that the shares of the processes sharing a key add up to at
+// most what remained; a check that does not fit is asked of Redis. One
+// worker told that 2 share each key (processes = 2), a key of 6 per hour:
+// its first five checks go to Redis (its fifth sight makes the view, 1
+// remaining), then another decider takes that unit in Redis. The worker's
+// sixth check must be denied by Redis; with the share rounded up (1 of 1)
+// it was admitted here, and every worker did so each time a unit freed on
+// a key held at its limit.
+func TestAsyncShareRoundsDown(t *testing.T) {
+	srv := redistest.Standalone(t)
+	front := startNginx(t, 1, asyncStatsConfP(t, srv.URL(), 2, ""))
+	key := fmt.Sprintf("share-%d", time.Now().UnixNano())
+	url := front.url + "/async?limits=6r/h&key=" + key
+	for i := range 5 {
+		if got := mustStatus(t, url); got != http.StatusOK {
+			t.Fatalf("check %d: %d, want 200", i+1, got)
+		}
+	}
+	if got := readInts(t, front.url+"/stats?names=sync,local", 4); got[0] != 1 || got[2] != 5 || got[3] != 0 {
+		t.Fatalf("views, entries, sync, local decisions: %v, want a view and 5 checks asked of Redis", got)
+	}
+	s, err := redisstore.New(srv.Client(), redisstore.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var d sluice.Decision
+	other := sluice.Check{Cost: 1, Hits: []sluice.Hit{{Zone: "async", Key: key, Limit: sluice.Limit{Rate: 6, Window: time.Hour}}}}
+	if err := s.Check(context.Background(), other, &d); err != nil || !d.Allowed {
+		t.Fatalf("the other decider's check: %+v, %v", d, err)
+	}
+	if got := mustStatus(t, url); got != http.StatusTooManyRequests {
+		t.Errorf("the sixth check: %d, want 429 (Redis has no unit left)", got)
+	}
+	if got := readInts(t, front.url+"/stats?names=sync,local", 4); got[2] != 6 || got[3] != 0 {
+		t.Errorf("sync, local decisions: %d, %d; want the sixth asked of Redis (6, 0)", got[2], got[3])
+	}
+	other.Cost = 0
+	if err := s.Check(context.Background(), other, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Hits[0].Used != 6 {
+		t.Errorf("Redis records %v, want 6", d.Hits[0].Used)
 	}
 }

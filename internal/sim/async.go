@@ -14,7 +14,7 @@ type AsyncOptions struct {
 	// the processes in turn, as by a round-robin balancer. Must be > 0.
 	Processes int
 	// Share is edge.AsyncOptions.Processes: each process admits between
-	// two answers at most ceil(R/Share) of the R that remained. Zero
+	// two answers at most floor(R/Share) of the R that remained. Zero
 	// means 1.
 	Share int
 	// Interval is the sync interval, µs; the processes' rounds are spread
@@ -47,7 +47,7 @@ type AsyncReport struct {
 // the false denials. The model follows edge.Async: a process without a
 // view asks the store synchronously (or, with FirstSight, admits up to it
 // locally); it admits a request if its unsent cost plus one fits in
-// ceil(R/Share); it sends its unsent cost every Interval (and at once when
+// floor(R/Share); it sends its unsent cost every Interval (and at once when
 // that cost reaches half its budget), the store records what fits when the
 // flush arrives, Latency later, and the answer is the new view (zero if
 // the store refused part of the cost). A request that does not fit is
@@ -113,7 +113,7 @@ func (f *fleet) budget(pr *asyncProc) int64 {
 	if pr.blind {
 		return pr.remaining
 	}
-	return (pr.remaining + f.share - 1) / f.share
+	return pr.remaining / f.share
 }
 
 // replay runs one source's requests through the fleet and appends the

@@ -5,9 +5,10 @@
 -- A check whose identity (hits, group, shadow flag) has a fresh view, the
 -- store's last answer about it, is decided in the worker without I/O
 -- (source "local-view"): it is allowed when the cost admitted here and not
--- yet recorded, plus its own, fits in this worker's budget, what remained
--- at the last answer divided by `processes` (rounded up), on every
--- non-shadow hit. Allowed cost becomes pending. One timer per worker
+-- yet recorded, plus its own, fits in this worker's share, what remained
+-- at the last answer divided by `processes` (rounded down), on every
+-- non-shadow hit; a check that does not fit while the store may still
+-- admit it is decided by the store. Allowed cost becomes pending. One timer per worker
 -- (ngx.timer.every, never a timer per request) sends the pending cost of
 -- the views each sync_interval, in batched script calls, and each reply
 -- becomes the view. A check without a usable view (first seen, older than
@@ -19,14 +20,14 @@
 -- first_sight, a key without a view is admitted here up to first_sight
 -- while its cost goes with the next flush (a blind view).
 --
--- Over-admission: a worker admits at most its budget ceil(R/P) between two
--- answers about an identity, R what remained at the last answer, P the
--- `processes` option; and at most what it admits in a round, λ·(T + 2L)
--- for a local rate λ, interval T and flush latency L. For N workers in the
--- fleet sharing a key that fills: over-admission <= N·min(ceil(Rate/P),
--- λ·(T + 2L)), plus N·first_sight per key and sighting with first sight
--- on; with P = N about one Rate at worst. A flush the store denies (the
--- key filled meanwhile) records what remained and counts the rest as
+-- Over-admission: a worker admits locally at most its share floor(R/P)
+-- between two answers about an identity, R what remained at the last
+-- answer, P the `processes` option (default: this nginx's workers). When
+-- P is at least the number N of workers in the fleet sharing the key, the
+-- shares add up to at most R: none, whatever the traffic; with fewer, at
+-- most (N/P - 1)·R per answer, R <= Rate. With first_sight on, also
+-- N·first_sight per key and sighting. A flush the store denies (the key
+-- filled meanwhile) records what remained and counts the rest as
 -- unrecorded (stats.unrecorded). A flush that fails keeps the cost owed,
 -- but for what was admitted more than a window ago, which is dropped
 -- (stats.dropped).
@@ -39,7 +40,7 @@
 -- and kept. A key denied here asks the store again only
 -- once the store's RetryAfter of its answer has passed: other deciders can
 -- only add usage, so it could not pass sooner.
-local ceil, max, min = math.ceil, math.max, math.min
+local floor, max, min = math.floor, math.max, math.min
 local new_tab = require "table.new"
 local ffi = require "ffi"
 local bit = require "bit"
@@ -114,10 +115,10 @@ function _M.reset_worker(self)
   -- before this one (bits 22-23) and the tag (the hash's bits above the
   -- slot's, bits 0-21) of the last key without a view marked in the slot.
   self.marks, self.mark_gen, self.nmarks = ffi.new("int32_t[?]", self.mark_mask + 1), 1, 0
-  -- queue[qhead .. qtail]: the views to send (pending cost or a refresh).
+  -- queue[qhead .. qtail]: the views with pending cost to send.
   self.queue, self.qhead, self.qtail = {}, 1, 0
   self.stats = { ["local"] = 0, sync = 0, flushes = 0, flushed = 0, unrecorded = 0, failed = 0,
-    first_sight = 0, evicted = 0, dropped = 0, refreshes = 0 }
+    first_sight = 0, evicted = 0, dropped = 0 }
 end
 
 -- room makes room for a view of bytes in the new generation: when it is
@@ -197,7 +198,7 @@ local function add(self, id, c)
   -- Every field in the constructor: one allocation of the right size.
   local v = { check = c, bytes = bytes, pending = 0, inflight = 0, parts = false, sending = false,
     window = window / 1e6, at = 0, retry_at = 0, hits = false, blind = false, budget = 0,
-    queued = false, refresh = false, plan = false }
+    queued = false, plan = false }
   self.views[id], self.nkeys, self.nbytes = v, self.nkeys + 1, self.nbytes + bytes
   return v
 end
@@ -267,32 +268,42 @@ local function usable(self, v, cost, now)
   return now - v.at <= self.max_view_age and not (v.blind and v.pending + v.inflight + cost > v.budget)
 end
 
--- from_view decides a check of cost on view v at now.
+-- from_view decides a check of cost on view v at now, or returns nil
+-- when only the store can: the cost fits no share here while the store
+-- may still admit it. A worker's share of a hit is floor(R/P), R what
+-- remained at the last answer: the P workers' shares add up to at most R,
+-- so that rounding never admits what the store would not (with ceil, a
+-- key at its limit, R = 1, was admitted once by every worker each time a
+-- unit freed: P times its rate). A check that does not fit is denied here
+-- when the store would deny it too (R less its cost, no later answer
+-- possible before RetryAfter) or when this worker owes cost the store has
+-- not seen (the next flush answers within an interval); else the store
+-- decides it, knowing all that was admitted here.
 local function from_view(self, v, cost, now)
   local c, P = v.check, self.processes or ngx.worker.count()
   local owed = v.pending + v.inflight
+  local ask, deny = false, false
   local d = { source = "local-view", hits = {} }
   for i, h in ipairs(c.hits) do
     local s = v.hits[i]
-    local fits = v.blind or owed + cost <= ceil(s.remaining / P)
+    local shadow = (c.shadow or h.limit.shadow) and true or false
+    local fits = v.blind or owed + cost <= floor(s.remaining / P)
+    if not fits and not shadow then
+      if owed == 0 and (s.remaining >= cost or now >= v.retry_at) then ask = true else deny = true end
+    end
     d.hits[i] = {
-      allowed = fits, shadow = (c.shadow or h.limit.shadow) and true or false, used = s.used + owed,
+      allowed = fits, shadow = shadow, used = s.used + owed,
       remaining = max(0, s.remaining - owed),
       retry_after = fits and 0 or max(s.retry_after, self.interval * 1e6), reset_after = s.reset_after,
     }
   end
+  if ask and not deny then return nil end
   self.lim.conclude(d)
   if d.allowed then
     owe(self, v, cost, now)
     for _, h in ipairs(d.hits) do
       h.used, h.remaining = h.used + cost, max(0, h.remaining - cost)
     end
-    enqueue(self, v)
-  elseif v.pending + v.inflight == 0 and now >= v.retry_at and now - v.at > self.interval then
-    -- Denied here by the share of a key the store would admit, or past
-    -- the time a unit could pass: looked at again, in case it refilled
-    -- (a flush under way brings an answer anyway).
-    v.refresh = true
     enqueue(self, v)
   end
   self.stats["local"] = self.stats["local"] + 1
@@ -327,7 +338,10 @@ function _M.decide_one(self, l, zone, key, id)
   local now = ngx.now()
   local v = find(self, id)
   if v then
-    if usable(self, v, 1, now) then return from_view(self, v, 1, now) end
+    if usable(self, v, 1, now) then
+      local d = from_view(self, v, 1, now)
+      if d then return d end
+    end
   elseif self.first_sight > 0 and l.rate >= 1 then
     return blind(self, id, { hits = { { zone = zone, key = key, limit = l } }, cost = 1, shadow = false }, now)
   end
@@ -344,7 +358,10 @@ function _M.decide(self, c, id, looked, v)
   local now = ngx.now()
   if not looked then
     v = find(self, id)
-    if v and usable(self, v, c.cost, now) then return from_view(self, v, c.cost, now) end
+    if v and usable(self, v, c.cost, now) then
+      local d = from_view(self, v, c.cost, now)
+      if d then return d end
+    end
   end
   if not v and c.cost <= self.first_sight then
     local fits = true
@@ -383,7 +400,7 @@ local function failed(self, v, now)
 end
 
 -- send decides, in one batched call, the checks of views vs with costs
--- (0 for a refresh), and takes the answers. It returns the views the
+-- and takes the answers. It returns the views the
 -- store denied that can still record some of their cost, and that cost.
 local function send(self, vs, costs)
   local checks, plans = {}, {}
@@ -407,9 +424,9 @@ local function send(self, vs, costs)
       failed(self, v, now)
       enqueue(self, v) -- sent again next round
       if k == 1 then ngx.log(ngx.WARN, "sluice: async flush failed: ", errs[k]) end
-    elseif d.allowed or cost == 0 then
+    elseif d.allowed then
       set_view(v, d, now)
-      v.inflight, v.refresh, v.sending = 0, false, false
+      v.inflight, v.sending = 0, false
       self.stats.flushed = self.stats.flushed + cost
     else
       -- Denied: nothing recorded. Record what remains, count the rest.
@@ -433,7 +450,7 @@ local function send(self, vs, costs)
 end
 
 -- round sends the views queued when it starts, FLUSH_MAX at most: their
--- pending cost, or a refresh; one call of lim.MAX_BATCH checks at a time.
+-- pending cost; one call of lim.MAX_BATCH checks at a time.
 -- Views queued meanwhile (and those whose call failed) wait for the next
 -- round.
 function _M.round(self)
@@ -449,8 +466,7 @@ function _M.round(self)
       v.inflight, v.pending = cost, 0
       v.sending, v.parts = v.parts, false
     end
-    if cost > 0 or v.refresh then
-      if cost == 0 then self.stats.refreshes = self.stats.refreshes + 1 end
+    if cost > 0 then
       vs[#vs + 1], costs[#costs + 1] = v, cost
     end
     if #vs == per or (#vs > 0 and self.qhead > last) then
