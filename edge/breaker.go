@@ -23,7 +23,9 @@ const (
 // BreakerOptions configure a Breaker. The zero value means defaults.
 type BreakerOptions struct {
 	// Failures is the number of consecutive failed store calls that open
-	// the breaker. Must be >= 0. Zero means DefaultFailures (5).
+	// the breaker. Calls in flight together that fail together count as
+	// one: each failure counted is of a call begun after the one before
+	// it failed. Must be >= 0. Zero means DefaultFailures (5).
 	Failures int
 	// Backoff is how long the breaker stays open after it opens, before it
 	// lets one probe through. Each failed probe doubles it, up to
@@ -159,6 +161,10 @@ type breakerPart struct {
 
 	state    atomic.Int32 // a BreakerState; read without mu on the hot path
 	failures atomic.Int64 // consecutive failures
+	// wave counts the failures counted in failures (and in the past):
+	// read as a call begins, it tells a failure of a call that was in
+	// flight together with one already counted.
+	wave atomic.Uint64
 
 	mu       sync.Mutex // guards the transitions and the fields below
 	until    time.Time  // end of the current back-off
@@ -368,10 +374,18 @@ func (p *breakerPart) success() {
 		p.logAttrs("outage", p.b.now().Sub(p.openedAt), "probes", p.probes.Load())...)
 }
 
-// failure reports a store call that failed with err.
-func (p *breakerPart) failure(probe bool, err error) {
+// failure reports a store call that failed with err; wave is p.wave as the
+// call began. Calls in flight together fail together (the checks of one
+// pipelined batch, or of a node that stalled for a moment): only the first
+// of them to report counts towards the threshold, so that it counts failed
+// calls one after another, not how many checks shared a failure. A single
+// slow answer of a healthy node then costs one failure, whatever the load.
+func (p *breakerPart) failure(probe bool, wave uint64, err error) {
 	p.errors.Add(1)
 	p.b.errors.Add(1)
+	if !probe && !p.wave.CompareAndSwap(wave, wave+1) {
+		return
+	}
 	n := p.failures.Add(1)
 	if !probe && (n < p.b.threshold || BreakerState(p.state.Load()) != BreakerClosed) {
 		return

@@ -52,6 +52,42 @@ func TestBreakerOpensAfterConsecutiveFailures(t *testing.T) {
 	})
 }
 
+// TestBreakerCountsCallsInFlightTogetherOnce: checks whose store calls were
+// in flight together and failed together (a batch that timed out) count
+// as one failure: a single stall does not open the breaker, however many
+// callers it held; calls that fail one after another still do.
+func TestBreakerCountsCallsInFlightTogetherOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFlaky(t, nil)
+		g := newGuard(t, f, edge.GuardOptions{})
+		c := check(1, tenPerMinute)
+		f.set(hang) // every call times out after the guard's timeout
+		var wg sync.WaitGroup
+		for range 4 * edge.DefaultFailures {
+			wg.Go(func() {
+				if d := mustCheck(t, g, c); d.Source != sluice.FromFailOpen {
+					t.Errorf("source %v of a check that timed out, want fail-open", d.Source)
+				}
+			})
+		}
+		wg.Wait()
+		if s := g.Breaker().Stats(); s.State != edge.BreakerClosed || s.Failures != 1 || s.Errors != 4*edge.DefaultFailures {
+			t.Fatalf("breaker %+v after %d calls that timed out together, want closed, 1 failure, %d errors",
+				s, 4*edge.DefaultFailures, 4*edge.DefaultFailures)
+		}
+		for i := 2; i < edge.DefaultFailures; i++ {
+			mustCheck(t, g, c)
+			if s := g.Breaker().Stats(); s.State != edge.BreakerClosed || s.Failures != int64(i) {
+				t.Fatalf("breaker %+v after %d failed calls one after another, want closed", s, i)
+			}
+		}
+		mustCheck(t, g, c)
+		if s := g.Breaker().Stats(); s.State != edge.BreakerOpen || s.Opens != 1 {
+			t.Fatalf("breaker %+v after %d failed calls one after another, want open", s, edge.DefaultFailures)
+		}
+	})
+}
+
 // probeTimes runs checks every millisecond for d and returns the times,
 // since the start, at which the store was called.
 func probeTimes(t *testing.T, g *edge.Guard, f *flaky, d time.Duration) []time.Duration {

@@ -197,10 +197,11 @@ func (g *Guard) Check(ctx context.Context, c sluice.Check, d *sluice.Decision) e
 		g.skipped.Add(1)
 		return g.degrade(ctx, c, d, p, errBreakerOpen)
 	}
+	wave := p.wave.Load()
 	sctx, cancel := g.withTimeout(ctx)
 	err := g.storeCall(sctx, p, probe, c, d, false)
 	cancel()
-	if outage, err := g.report(ctx, p, probe, err); !outage {
+	if outage, err := g.report(ctx, p, probe, wave, err); !outage {
 		return err
 	}
 	return g.degrade(ctx, c, d, p, err)
@@ -225,10 +226,11 @@ func (g *Guard) Reset(ctx context.Context, c sluice.Check) error {
 		g.skipped.Add(1)
 		return fmt.Errorf("edge: reset: %w", errBreakerOpen)
 	}
+	wave := p.wave.Load()
 	sctx, cancel := g.withTimeout(ctx)
 	err := g.storeCall(sctx, p, probe, c, nil, true)
 	cancel()
-	if _, err = g.report(ctx, p, probe, err); err != nil {
+	if _, err = g.report(ctx, p, probe, wave, err); err != nil {
 		return fmt.Errorf("edge: reset: %w", err)
 	}
 	return nil
@@ -244,7 +246,8 @@ func (g *Guard) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, g.timeout)
 }
 
-// report tells the breaker's part p how a store call went. It returns
+// report tells the breaker's part p how a store call went (wave: p.wave as
+// the call began). It returns
 // whether the call failed because of the store (an outage) and the call's
 // error, made to wrap sluice.ErrUnavailable on an outage (so a timeout
 // reads as one too).
@@ -252,7 +255,7 @@ func (g *Guard) withTimeout(ctx context.Context) (context.Context, context.Cance
 // answer in the time it had, whether the deadline was the guard's timeout or
 // the caller's own, sooner one. A caller that canceled went away; the store
 // is not to blame.
-func (g *Guard) report(ctx context.Context, p *breakerPart, probe bool, err error) (outage bool, _ error) {
+func (g *Guard) report(ctx context.Context, p *breakerPart, probe bool, wave uint64, err error) (outage bool, _ error) {
 	if err == nil {
 		p.success()
 		return false, nil
@@ -264,7 +267,7 @@ func (g *Guard) report(ctx context.Context, p *breakerPart, probe bool, err erro
 		return false, err
 	}
 	g.storeErrors.Add(1)
-	p.failure(probe, err)
+	p.failure(probe, wave, err)
 	if timeout {
 		g.timeouts.Add(1)
 		if !errors.Is(err, sluice.ErrUnavailable) {
@@ -336,10 +339,11 @@ func (g *Guard) RecordBatch(ctx context.Context, checks []sluice.Check, recorded
 		g.skipped.Add(1)
 		return fmt.Errorf("edge: record: %w", errBreakerOpen)
 	}
+	wave := p.wave.Load()
 	sctx, cancel := g.withTimeout(ctx)
 	err := r.RecordBatch(sctx, checks, recorded, created)
 	cancel()
-	if _, err = g.report(ctx, p, probe, err); err != nil {
+	if _, err = g.report(ctx, p, probe, wave, err); err != nil {
 		return fmt.Errorf("edge: record: %w", err)
 	}
 	return nil
