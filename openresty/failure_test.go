@@ -2,6 +2,8 @@ package openresty
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -216,4 +218,64 @@ func mustGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
 	return body
+}
+
+// TestBreakerCountsCallsInFlightTogetherOnce: requests whose Redis calls
+// were in flight together in a worker and failed together (Redis stalled
+// for a moment) count as one failure, as edge.Breaker counts them: a
+// single stall does not open the breaker, however many requests it held;
+// calls that fail one after another still do.
+func TestBreakerCountsCallsInFlightTogetherOnce(t *testing.T) {
+	srv := redistest.Standalone(t)
+	loc := fmt.Sprintf(`
+        location = /limited {
+            access_by_lua_block {
+                local lim = package.loaded.stall_limiter
+                if not lim then
+                    lim = assert(require("sluice").new{ redis = %q, timeout = %d, breaker = "sluice_breaker" })
+                    package.loaded.stall_limiter = lim
+                end
+                lim:access{ zone = "stall", key = "k", limits = "1000r/h" }
+            }
+            content_by_lua_block { ngx.say("ok") }
+        }
+`, srv.URL(), failTimeout)
+	n := startNginx(t, 1, harnessConf(t, breakerConf+loc))
+	client := newHTTPClient()
+	status := func() int {
+		resp, err := client.Get(n.url + "/limited")
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(); got != http.StatusOK {
+		t.Fatalf("healthy: %d", got)
+	}
+	pid := srv.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	const together = 20
+	var wg sync.WaitGroup
+	for range together {
+		wg.Go(func() {
+			if got := status(); got != http.StatusOK {
+				t.Errorf("a request while Redis is stopped: %d, want 200 (policy open)", got)
+			}
+		})
+	}
+	wg.Wait()
+	if got := strings.TrimSpace(mustGet(t, n.url+"/breaker")); got != "closed" {
+		t.Fatalf("breaker %s after %d requests failed together, want closed (one failure)", got, together)
+	}
+	for range 5 {
+		status()
+	}
+	if got := strings.TrimSpace(mustGet(t, n.url+"/breaker")); got != "open" {
+		t.Fatalf("breaker %s after 5 more requests failed one after another, want open", got)
+	}
 }

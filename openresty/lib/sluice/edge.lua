@@ -61,7 +61,7 @@ function _M.new(lim, opts)
   self.epoch_key = self.ns .. "epoch"
   -- The breakers' keys, made once per scope: admit and report run for
   -- every call.
-  self.global = { f = self.ns .. "f", u = self.ns .. "u", b = self.ns .. "b", p = self.ns .. "p" }
+  self.global = { f = self.ns .. "f", u = self.ns .. "u", b = self.ns .. "b", p = self.ns .. "p", wave = 0 }
   self.scopes = {}
   self.memo, self.nmemo = {}, 0
   -- bad_states counts, per worker, the checks decided by the policy
@@ -115,7 +115,7 @@ local function scope(self, node)
   local sc = self.scopes[node]
   if not sc then
     local ns = self.ns .. "node|" .. node .. "|"
-    sc = { f = ns .. "f", u = ns .. "u", b = ns .. "b", p = ns .. "p", node = node }
+    sc = { f = ns .. "f", u = ns .. "u", b = ns .. "b", p = ns .. "p", node = node, wave = 0 }
     self.scopes[node] = sc
   end
   return sc
@@ -142,7 +142,13 @@ local function release(self, sc, probe)
   if probe then self.breaker:delete(sc.p) end
 end
 
-local function report(self, sc, ok, probe)
+-- report tells the breaker how a Redis call in scope sc went; wave is the
+-- scope's wave as the call began. Calls in flight together in a worker
+-- fail together (a batch that timed out, a node that stalled for a
+-- moment): only the first of them to report counts, so that the breaker
+-- counts failed calls one after another, not the requests that shared
+-- one failure (as edge.Breaker does); each worker counts its own waves.
+local function report(self, sc, ok, probe, wave)
   local b = self.breaker
   if not b then return end
   if ok then
@@ -158,6 +164,8 @@ local function report(self, sc, ok, probe)
     end
     return
   end
+  if not probe and wave ~= sc.wave then return end
+  sc.wave = sc.wave + 1
   local f = b:incr(sc.f, 1, 0)
   if probe or (f and f >= self.failures and not b:get(sc.u)) then
     local back = b:get(sc.b)
@@ -431,6 +439,7 @@ function _M.guarded(self, c, now, id)
   if self.lim.cluster then sc = scope(self, self.lim:node_of(c)) end
   local ok, probe = admit(self, sc)
   if not ok then return self:degraded() end
+  local wave = sc.wave
   local sent, epoch, d, err
   if id then
     sent, epoch = clock(), self.deny:get(self.epoch_key) or 0
@@ -445,7 +454,7 @@ function _M.guarded(self, c, now, id)
       log_bad_state(self, c)
       return self:degraded(true)
     end
-    report(self, sc, false, probe)
+    report(self, sc, false, probe, wave)
     log_degraded(self, err)
     return self:degraded()
   end
