@@ -489,7 +489,6 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 	}
 }
 
-
 // TestAsyncShareRoundsDown: a worker's share of what remained is rounded
 // down, so that the shares of the processes sharing a key add up to at
 // most what remained; a check that does not fit is asked of Redis. One
