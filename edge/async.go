@@ -130,13 +130,14 @@ type AsyncStats struct {
 // the shared usage (what the store said remained at its last reply) less
 // the cost admitted here and not yet sent, and sends each key's pending
 // cost to the store in the background every SyncInterval. A key without a
-// usable view is decided by the store; from its fifth sight in a short
-// while (viewSight) its answer becomes its view, so that a key checked a
-// few times costs no slot and each of its checks costs what a synchronous
-// limiter's does. A key whose budget here is spent while no denial by the
-// store stands is asked of the store, one caller per key at a time. It is
-// safe for concurrent use, and runs one coordinating goroutine and
-// Flushers flushers, whatever the traffic; Close stops them after sending
+// usable view is decided by the store; from its third sight in a short
+// while (viewSight) its answer becomes its view, so that a key checked once
+// or twice costs no slot and each of its checks costs what a synchronous
+// limiter's does. A
+// key whose budget here is spent while no denial by the store stands is
+// asked of the store, one caller per key at a time. It is safe for
+// concurrent use, and runs one coordinating goroutine and Flushers
+// flushers, whatever the traffic; Close stops them after sending
 // everything pending. Make one with NewAsync: the zero value's Check
 // returns an error wrapping sluice.ErrInvalid.
 type Async struct {
@@ -415,17 +416,16 @@ func keyBytes(k *slotKey) int64 {
 	return slotOverhead + int64(len(k.hit.Zone)+len(k.hit.Key)+len(k.group))
 }
 
-// viewSight is the sight of a key (1 to 5, the most a mark counts) from
-// which the store's answers become its view (its slot): the keys seen
-// fewer times within two generations of marks are decided by the store
-// alone, as by a synchronous limiter, at its cost. A slot is a map entry,
-// strings and a lock the collector traverses while it lives, and each
-// local admission a flush of its own: spread traffic (100,000 keys, each
-// seen every few seconds) makes views from a key's third sight by the
-// thousand, rarely used, each costing a flush and memory, where its fifth
-// sight makes few. A key checked often reaches its fifth sight within a
-// fraction of a second, and from then on is decided locally.
-const viewSight = 5
+// viewSight is the sight of a key from which the store's answers become
+// its view (its slot): the keys seen fewer times within two generations of
+// marks are decided by the store alone, as by a synchronous limiter, at its
+// cost. A slot is a map entry, strings and a lock the collector traverses
+// while it lives, and each local admission a flush of its own: spread
+// traffic (many keys, each seen every few seconds, where a view is rarely
+// used) would fill the table with slots and the store with flushes that
+// save nothing. A key seen twice is no sign of a third sight; a key seen
+// three times in a short while is.
+const viewSight = 3
 
 // Layout of a mark: the generation (1 to markGens, 0: free), the sights
 // before this one, and the tag (fingerprint bits above the index).

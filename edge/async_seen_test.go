@@ -10,34 +10,33 @@ import (
 	"github.com/sluicehq/sluice/edge"
 )
 
-// TestAsyncKeySeenFewTimesHasNoSlot: a key checked fewer than viewSight
-// times is decided by the store and leaves no slot (only its mark); its
-// viewSight-th answer, not one before, makes the slot, and its next checks
-// are decided locally, without a store call.
-func TestAsyncKeySeenFewTimesHasNoSlot(t *testing.T) {
+// TestAsyncKeySeenTwiceHasNoSlot: a key checked once or twice is decided
+// by the store and leaves no slot (only its mark); its third answer makes
+// the slot, and its next checks are decided locally, without a store call.
+func TestAsyncKeySeenTwiceHasNoSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond})
 		for k := range 100 {
-			c := check(1, hit(fmt.Sprint("few-", k), "10r/h", sluice.Log))
-			for i := range viewSight - 1 {
+			c := check(1, hit(fmt.Sprint("twice-", k), "10r/h", sluice.Log))
+			for i := range 2 {
 				if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromStore {
 					t.Fatalf("key %d, check %d: %+v, want allowed by the store", k, i+1, d)
 				}
 			}
 		}
-		if s := a.Stats(); s.Keys != 0 || s.Sync != 100*(viewSight-1) || s.Overflow != 0 {
-			t.Fatalf("after 100 keys checked %d times: %+v, want no slot, %d sync checks", viewSight-1, s, 100*(viewSight-1))
+		if s := a.Stats(); s.Keys != 0 || s.Sync != 200 || s.Overflow != 0 {
+			t.Fatalf("after 100 keys checked twice: %+v, want no slot, 200 sync checks", s)
 		}
-		c := check(1, hit("few-99", "10r/h", sluice.Log)) // the last: no key since could overwrite its mark
+		c := check(1, hit("twice-99", "10r/h", sluice.Log)) // the last: no key since could overwrite its mark
 		if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromStore {
-			t.Fatalf("check %d of a key: %+v, want allowed by the store", viewSight, d)
+			t.Fatalf("third check of a key: %+v, want allowed by the store", d)
 		}
 		if s := a.Stats(); s.Keys != 1 {
-			t.Fatalf("after a key's check %d: %+v, want its slot", viewSight, s)
+			t.Fatalf("after a key's third check: %+v, want its slot", s)
 		}
 		calls := f.calls.Load()
-		for i := viewSight + 1; i <= viewSight+2; i++ {
+		for i := 4; i <= 5; i++ {
 			d := mustCheck(t, a, c)
 			if !d.Allowed || d.Source != sluice.FromLocalView {
 				t.Fatalf("check %d of a key: %+v, want allowed from the local view", i, d)
@@ -47,15 +46,15 @@ func TestAsyncKeySeenFewTimesHasNoSlot(t *testing.T) {
 			}
 		}
 		if got := f.calls.Load() - calls; got != 0 {
-			t.Errorf("%d store calls for the two checks after the view, want 0", got)
+			t.Errorf("%d store calls for the fourth and fifth checks, want 0", got)
 		}
-		if s := a.Stats(); s.Keys != 1 || s.Local != 2 || s.Sync != 100*(viewSight-1)+1 {
-			t.Errorf("stats %+v, want 1 slot, 2 local decisions, %d sync", s, 100*(viewSight-1)+1)
+		if s := a.Stats(); s.Keys != 1 || s.Local != 2 || s.Sync != 201 {
+			t.Errorf("stats %+v, want 1 slot, 2 local decisions, 201 sync", s)
 		}
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if got := used(t, f.next, c); got != viewSight+2 {
-			t.Errorf("store's usage after one interval: %v, want %d", got, viewSight+2)
+		if got := used(t, f.next, c); got != 5 {
+			t.Errorf("store's usage after one interval: %v, want 5", got)
 		}
 	})
 }
@@ -70,7 +69,7 @@ func TestAsyncSeenDenialHolds(t *testing.T) {
 		c := check(1, hit("k", "2r/m", sluice.Log))
 		mustCheck(t, f.next, c)
 		mustCheck(t, f.next, c) // full in the store, not through a
-		for i := range viewSight {
+		for i := range 3 {
 			if d := mustCheck(t, a, c); d.Allowed || d.Source != sluice.FromStore {
 				t.Fatalf("check %d: %+v, want denied by the store", i+1, d)
 			}
@@ -78,7 +77,7 @@ func TestAsyncSeenDenialHolds(t *testing.T) {
 		calls := f.calls.Load()
 		for i := range 5 {
 			if d := mustCheck(t, a, c); d.Allowed || d.Source != sluice.FromLocalView || d.Hits[0].RetryAfter <= 0 {
-				t.Fatalf("check %d: %+v, want denied locally with a RetryAfter", viewSight+1+i, d)
+				t.Fatalf("check %d: %+v, want denied locally with a RetryAfter", i+4, d)
 			}
 		}
 		if got := f.calls.Load() - calls; got != 0 {
@@ -98,17 +97,14 @@ func TestAsyncSeenForgetsOtherLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{})
-		for range viewSight {
+		for range 3 {
 			mustCheck(t, a, check(1, hit("k", "10r/h", sluice.Log)))
-		}
-		if s := a.Stats(); s.Keys != 1 {
-			t.Fatalf("stats %+v, want the key's slot", s)
 		}
 		if d := mustCheck(t, a, check(1, hit("k", "20r/h", sluice.Log))); d.Source != sluice.FromStore {
 			t.Errorf("another rate: %+v, want decided by the store", d)
 		}
-		if d := mustCheck(t, a, check(1, hit("k", "20r/h", sluice.Log))); d.Source != sluice.FromLocalView || d.Hits[0].Remaining != 20-viewSight-2 {
-			t.Errorf("the new rate again: %+v, want local, %d remaining", d, 20-viewSight-2)
+		if d := mustCheck(t, a, check(1, hit("k", "20r/h", sluice.Log))); d.Source != sluice.FromLocalView || d.Hits[0].Remaining != 15 {
+			t.Errorf("the new rate again: %+v, want local, 15 remaining", d)
 		}
 	})
 }
@@ -120,8 +116,8 @@ func TestAsyncSeenAnswerExpires(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{MaxViewAge: time.Second})
 		c := check(1, hit("k", "10r/h", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
+		for range 3 {
+			mustCheck(t, a, c)
 		}
 		time.Sleep(2 * time.Second)
 		if d := mustCheck(t, a, c); d.Source != sluice.FromStore {
@@ -156,34 +152,33 @@ func TestAsyncResetForgetsSeen(t *testing.T) {
 // TestAsyncSeenAnswerReachesSlots: a check of two keys, one with a slot
 // and one seen for the first time, goes to the store, and the answer
 // becomes the view of the key with a slot; the other gets its slot at
-// its viewSight-th answer.
+// its third answer.
 func TestAsyncSeenAnswerReachesSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 30 * time.Minute})
-		x, y := hit("x", "20r/h", sluice.Log), hit("y", "10r/h", sluice.Log)
-		for range viewSight {
+		x, y := hit("x", "10r/h", sluice.Log), hit("y", "10r/h", sluice.Log)
+		for range 3 {
 			mustCheck(t, a, check(1, x))
 		}
 		if d := mustCheck(t, a, check(1, x)); d.Source != sluice.FromLocalView {
-			t.Fatalf("x's check %d: %+v, want local", viewSight+1, d)
+			t.Fatalf("x's fourth check: %+v, want local", d)
 		}
-		// The store has viewSight of x (1 more is owed), answers
-		// 20-viewSight-1 remaining.
+		// The store has 3 of x (1 more is owed), answers 6 remaining.
 		if d := mustCheck(t, a, check(1, x, y)); !d.Allowed || d.Source != sluice.FromStore {
 			t.Fatalf("x and y: %+v, want allowed by the store", d)
 		}
 		d := mustCheck(t, a, check(1, x))
-		if want := int64(20 - viewSight - 3); d.Source != sluice.FromLocalView || d.Hits[0].Remaining != want {
-			t.Errorf("x after the answer about x and y: %+v, want local, %d remaining", d, want)
+		if d.Source != sluice.FromLocalView || d.Hits[0].Remaining != 4 {
+			t.Errorf("x after the answer about x and y: %+v, want local, 4 remaining", d)
 		}
-		for i := 2; i <= viewSight; i++ {
+		for i := 2; i <= 3; i++ {
 			if d := mustCheck(t, a, check(1, x, y)); !d.Allowed || d.Source != sluice.FromStore {
 				t.Errorf("x and y, check %d: %+v, want allowed by the store (y's answer %d)", i, d, i)
 			}
 		}
-		if d := mustCheck(t, a, check(1, x, y)); d.Source != sluice.FromLocalView || d.Hits[1].Remaining != 10-viewSight-1 {
-			t.Errorf("x and y a time more: %+v, want local, y %d remaining", d, 10-viewSight-1)
+		if d := mustCheck(t, a, check(1, x, y)); d.Source != sluice.FromLocalView || d.Hits[1].Remaining != 6 {
+			t.Errorf("x and y a fourth time: %+v, want local, y 6 remaining", d)
 		}
 	})
 }

@@ -20,7 +20,7 @@ func TestSweepLosesNoCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, c := newMemAsync(t)
 		var d sluice.Decision
-		// viewSight checks: the last makes the key's slot.
+		// Three checks: the third makes the key's slot (viewSight).
 		for i := range viewSight {
 			if err := a.Check(context.Background(), c, &d); err != nil || !d.Allowed {
 				t.Fatalf("check %d: %v %+v", i+1, err, d)

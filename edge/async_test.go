@@ -35,13 +35,13 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond})
 		c := check(1, hit("k", "10r/h", sluice.Log))
-		for i := range viewSight {
+		for i := range 3 {
 			if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromStore {
 				t.Fatalf("check %d: %+v, want allowed by the store (no view yet)", i+1, d)
 			}
 		}
 		calls := f.calls.Load()
-		for i := viewSight + 1; i <= viewSight+2; i++ {
+		for i := 4; i <= 5; i++ {
 			d := mustCheck(t, a, c)
 			if !d.Allowed || d.Source != sluice.FromLocalView {
 				t.Fatalf("check %d: %+v, want allowed from the local view", i, d)
@@ -53,19 +53,19 @@ func TestAsyncDecidesLocallyAndSyncs(t *testing.T) {
 		if f.calls.Load() != calls {
 			t.Fatalf("local decisions called the store")
 		}
-		if got := used(t, f.next, c); got != viewSight {
-			t.Errorf("store's usage before the sync: %v, want %d", got, viewSight)
+		if got := used(t, f.next, c); got != 3 {
+			t.Errorf("store's usage before the sync: %v, want 3", got)
 		}
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if got := used(t, f.next, c); got != viewSight+2 {
-			t.Errorf("store's usage after one interval: %v, want %d", got, viewSight+2)
+		if got := used(t, f.next, c); got != 5 {
+			t.Errorf("store's usage after one interval: %v, want 5", got)
 		}
 		if got := f.calls.Load() - calls; got != 1 {
 			t.Errorf("%d store calls for one key's pending cost, want 1", got)
 		}
 		s := a.Stats()
-		if s.Local != 2 || s.Sync != viewSight || s.Pending != 0 || s.Flushes != 1 || s.Keys != 1 {
+		if s.Local != 2 || s.Sync != 3 || s.Pending != 0 || s.Flushes != 1 || s.Keys != 1 {
 			t.Errorf("stats %+v", s)
 		}
 	})
@@ -144,9 +144,9 @@ func TestAsyncStoreFailure(t *testing.T) {
 		g := newGuard(t, f, edge.GuardOptions{Policy: edge.PolicyClosed})
 		a := newAsync(t, g, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Second})
 		c := check(1, hit("k", "100r/h", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
-		}
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c) // the third answer makes the view
 		f.set(refuse)
 		for range 10 {
 			if d := mustCheck(t, a, c); !d.Allowed || d.Source != sluice.FromLocalView {
@@ -165,8 +165,8 @@ func TestAsyncStoreFailure(t *testing.T) {
 		f.set(answer)
 		time.Sleep(edge.DefaultMaxBackoff) // the breaker lets a probe through
 		synctest.Wait()
-		if got := used(t, f.next, c); got != viewSight+10 {
-			t.Errorf("store's usage after the outage: %v, want %d", got, viewSight+10)
+		if got := used(t, f.next, c); got != 13 {
+			t.Errorf("store's usage after the outage: %v, want 13", got)
 		}
 		if s := a.Stats(); s.Pending != 0 || s.Dropped != 0 {
 			t.Errorf("stats %+v after the outage, want nothing owed or dropped", s)
@@ -181,9 +181,9 @@ func TestAsyncDropsCostOlderThanAWindow(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Minute})
 		c := check(1, hit("k", "100r/10s", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
-		}
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		f.set(refuse)
 		for range 7 {
 			mustCheck(t, a, c)
@@ -197,7 +197,7 @@ func TestAsyncDropsCostOlderThanAWindow(t *testing.T) {
 			t.Errorf("stats %+v, want 7 dropped", s)
 		}
 		if got := used(t, f.next, c); got != 0 {
-			t.Errorf("store's usage %v, want 0: the first checks have left the window, the rest was dropped", got)
+			t.Errorf("store's usage %v, want 0: the first check has left the window, the rest was dropped", got)
 		}
 	})
 }
@@ -210,9 +210,9 @@ func TestAsyncCloseGivesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := check(1, hit("k", "100r/h", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
-		}
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		f.set(refuse)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
@@ -231,14 +231,9 @@ func TestAsyncReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{})
-		// The key's slot is made at its viewSight-th answer, with nothing
-		// left; the next check is denied by the store.
-		c := check(1, hit("k", fmt.Sprintf("%dr/h", viewSight), sluice.Log))
-		for range viewSight + 1 {
+		c := check(1, hit("k", "3r/h", sluice.Log))
+		for range 4 {
 			mustCheck(t, a, c)
-		}
-		if s := a.Stats(); s.Keys != 1 {
-			t.Fatalf("stats %+v before Reset, want the key's slot", s)
 		}
 		if err := a.Reset(context.Background(), c); err != nil {
 			t.Fatal(err)
@@ -259,10 +254,10 @@ func TestAsyncMaxKeys(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{MaxKeys: 2})
 		for k := range 3 {
-			c := check(1, hit(fmt.Sprint("k", k), fmt.Sprintf("%dr/h", viewSight+1), sluice.Log))
-			for range viewSight {
-				mustCheck(t, a, c)
-			}
+			c := check(1, hit(fmt.Sprint("k", k), "4r/h", sluice.Log))
+			mustCheck(t, a, c)
+			mustCheck(t, a, c)
+			mustCheck(t, a, c)
 			want := sluice.FromLocalView
 			if k == 2 {
 				want = sluice.FromStore
@@ -271,10 +266,9 @@ func TestAsyncMaxKeys(t *testing.T) {
 				t.Errorf("key %d: source %v, want %v", k, d.Source, want)
 			}
 		}
-		// k2's first viewSight-1 checks go to the store for want of a view
-		// (a key gets its slot at its viewSight-th answer); its
-		// viewSight-th and the next for want of room in the table: two
-		// overflows.
+		// k2's first two checks go to the store for want of a view (a key
+		// gets its slot at its third answer); its third and fourth for want
+		// of room in the table: two overflows.
 		if s := a.Stats(); s.Keys != 2 || s.Overflow != 2 {
 			t.Errorf("stats %+v, want 2 keys, 2 overflows", s)
 		}
@@ -307,20 +301,20 @@ func TestAsyncBatchFallsBackToSingleKeys(t *testing.T) {
 			others = append(others, check(1, hit(fmt.Sprint("k", i), "10r/h", sluice.Log)))
 		}
 		for _, c := range append(others, full) {
-			for range viewSight {
-				mustCheck(t, a, c) // the last answer makes the view
-			}
+			mustCheck(t, a, c)
+			mustCheck(t, a, c)
+			mustCheck(t, a, c) // the views, from the store
 			mustCheck(t, a, c) // owed: 1 each
 		}
-		for range 10 - viewSight { // another process fills "full"
+		for range 7 { // another process fills "full"
 			mustCheck(t, f.next, full)
 		}
 		calls := f.calls.Load()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		for _, c := range others {
-			if got := used(t, f.next, c); got != viewSight+1 {
-				t.Errorf("%s: store's usage %v, want %d", c.Hits[0].Key, got, viewSight+1)
+			if got := used(t, f.next, c); got != 4 {
+				t.Errorf("%s: store's usage %v, want 4", c.Hits[0].Key, got)
 			}
 		}
 		if got := used(t, f.next, full); got != 10 {
@@ -371,9 +365,9 @@ func TestAsyncDropsOnlyCostOlderThanAWindow(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, MaxViewAge: time.Minute})
 		c := check(1, hit("k", "100r/10s", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
-		}
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		f.set(refuse)
 		for range 3 {
 			mustCheck(t, a, c) // old: dropped
@@ -407,9 +401,9 @@ func TestAsyncCloseHonoursItsContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := check(1, hit("k", "100r/h", sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer makes the view
-		}
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
 		f.set(hang)
 		mustCheck(t, a, c)
 		mustCheck(t, a, c)
@@ -477,14 +471,11 @@ func TestAsyncWaitersWakeWhenCostIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 100 * time.Millisecond, FlushTimeout: 5 * time.Second})
-		hotHit, warmHit := hit("hot", fmt.Sprintf("%dr/s", viewSight+8), sluice.Log), hit("warm", "100r/h", sluice.Log)
+		hotHit, warmHit := hit("hot", "11r/s", sluice.Log), hit("warm", "100r/h", sluice.Log)
 		hot, warm, slow := check(1, hotHit), check(1, warmHit), check(1, hit("slow", "100r/h", sluice.Log))
-		for _, c := range []sluice.Check{hot, warm, slow} {
-			for range viewSight {
-				mustCheck(t, a, c) // the views
-			}
+		for _, c := range []sluice.Check{hot, hot, hot, warm, warm, warm, slow, slow, slow, slow} {
+			mustCheck(t, a, c) // the views; 1 owed on slow
 		}
-		mustCheck(t, a, slow) // 1 owed on slow
 		f.set(hang)
 		time.Sleep(150 * time.Millisecond) // a round sends slow's cost and hangs
 		for range 8 {

@@ -2,7 +2,6 @@ package edge_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,11 +19,10 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFlaky(t, nil)
 		a := newAsync(t, f, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Processes: 2})
-		limit := fmt.Sprintf("%dr/h", viewSight+9)
-		c := check(1, hit("k", limit, sluice.Log))
-		for range viewSight {
-			mustCheck(t, a, c) // the last answer is the view: 9 remain, a budget of 4 here (rounded down)
-		}
+		c := check(1, hit("k", "12r/h", sluice.Log))
+		mustCheck(t, a, c)
+		mustCheck(t, a, c)
+		mustCheck(t, a, c) // the view: 9 remain, a budget of 4 here (rounded down)
 		owe := func(n int) {
 			t.Helper()
 			f.set(refuse) // flushes fail: the cost stays unsent
@@ -50,8 +48,8 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 		if got := f.calls.Load() - calls; got != 1 {
 			t.Errorf("%d store calls, want 1 for the unsent cost and the check", got)
 		}
-		if got := used(t, f.next, c); got != viewSight+5 {
-			t.Errorf("store's usage: %v, want %d (%d + 4 unsent + 1)", got, viewSight+5, viewSight)
+		if got := used(t, f.next, c); got != 8 {
+			t.Errorf("store's usage: %v, want 8 (3 + 4 unsent + 1)", got)
 		}
 		if s := a.Stats(); s.Pending != 0 {
 			t.Errorf("pending %d, want 0", s.Pending)
@@ -59,16 +57,16 @@ func TestAsyncAsksWithUnsentCost(t *testing.T) {
 
 		owe(2) // 4 remain, a budget of 2
 		var other sluice.Decision
-		if err := f.next.Check(context.Background(), check(3, hit("k", limit, sluice.Log)), &other); err != nil || !other.Allowed {
+		if err := f.next.Check(context.Background(), check(3, hit("k", "12r/h", sluice.Log)), &other); err != nil || !other.Allowed {
 			t.Fatalf("another process's check of 3: %+v, %v", other, err)
 		}
 		d = mustCheck(t, a, c)
-		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != viewSight+10 || d.RetryAfter() <= 0 {
-			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used %d)", d, viewSight+10)
+		if d.Allowed || d.Source != sluice.FromStore || d.Hits[0].Remaining != 0 || d.Hits[0].Used != 13 || d.RetryAfter() <= 0 {
+			t.Fatalf("the check short on 2 unsent with 1 left: %+v, want denied by the store, counting the 2 (used 13)", d)
 		}
 		synctest.Wait()
-		if got := used(t, f.next, c); got != viewSight+9 {
-			t.Errorf("store's usage: %v, want %d (the unsent cost sent after the denial, 1 of it recorded)", got, viewSight+9)
+		if got := used(t, f.next, c); got != 12 {
+			t.Errorf("store's usage: %v, want 12 (the unsent cost sent after the denial, 1 of it recorded)", got)
 		}
 		if s := a.Stats(); s.Pending != 0 || s.Unrecorded != 1 {
 			t.Errorf("stats %+v, want nothing pending and 1 unrecorded", s)
@@ -91,23 +89,19 @@ func TestAsyncFlushGoesToItsLimiter(t *testing.T) {
 		flushes := &flaky{next: checks.next} // the same store
 		a := newAsync(t, checks, edge.AsyncOptions{SyncInterval: 10 * time.Minute, Flush: flushes})
 		c := check(1, hit("k", "10r/h", sluice.Log))
-		for i := range viewSight + 1 {
-			want := sluice.FromStore
-			if i == viewSight {
-				want = sluice.FromLocalView
-			}
+		for _, want := range []sluice.Source{sluice.FromStore, sluice.FromStore, sluice.FromStore, sluice.FromLocalView} {
 			if d := mustCheck(t, a, c); d.Source != want {
-				t.Fatalf("check %d: %+v, want from %v", i+1, d, want)
+				t.Fatalf("%+v, want from %v", d, want)
 			}
 		}
 		if err := a.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := [2]int64{checks.calls.Load(), flushes.calls.Load()}, [2]int64{viewSight, 1}; got != want {
+		if got, want := [2]int64{checks.calls.Load(), flushes.calls.Load()}, [2]int64{3, 1}; got != want {
 			t.Errorf("calls to the checks' and the flushes' limiters: %v, want %v", got, want)
 		}
-		if got := used(t, checks.next, c); got != viewSight+1 {
-			t.Errorf("store's usage: %v, want %d", got, viewSight+1)
+		if got := used(t, checks.next, c); got != 4 {
+			t.Errorf("store's usage: %v, want 4", got)
 		}
 	})
 }

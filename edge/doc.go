@@ -36,19 +36,17 @@
 //     store's last answer, less the cost admitted here and not yet sent)
 //     and sends pending cost every SyncInterval, flush calls giving way
 //     to checks that wait on the store. A key's first checks go to the
-//     store, and its fifth answer within a short while becomes its view,
-//     so a key checked a few times (one of many clients, each seen every
-//     few seconds) costs no slot and no flush, while a key checked often
-//     has its view within a fraction of a second. A key whose budget is
-//     spent is denied locally only while a denial by the store stands;
-//     otherwise one caller asks the store, for the key's unsent cost
-//     together with its own (a check of several hits: after that cost is
-//     sent), and the others wait for that answer: so it does not deny what
-//     the store would admit. A hit whose window is not longer than
-//     SyncInterval is decided by the store. Over-admission is bounded, per
-//     filling of a key shared by N processes, by N·floor(Rate/Processes);
-//     a key held at its limit is decided by the store (see
-//     docs/failure.md, "The accuracy bound").
+//     store, and its second answer becomes its view, so a key checked
+//     once costs no slot. A key whose budget is spent is denied locally
+//     only while a denial by the store stands; otherwise one caller asks
+//     the store, for the key's unsent cost together with its own (a check
+//     of several hits: after that cost is sent), and the others wait for
+//     that answer: so it does not deny what the store would admit. A
+//     hit whose window is not longer than SyncInterval is decided by the
+//     store. Over-admission is bounded, per filling of a key shared by N
+//     processes, by N·floor(Rate/Processes); a key held at its limit
+//     is decided by the store (see docs/failure.md, "The accuracy
+//     bound").
 //
 // # Defaults
 //

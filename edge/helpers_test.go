@@ -14,11 +14,6 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-// viewSight is edge's viewSight: the store's answer to a key's viewSight-th
-// check within a short while makes the key's view (its slot); its checks
-// before are decided by the store alone.
-const viewSight = 5
-
 // mode is how a flaky store answers.
 type mode int32
 

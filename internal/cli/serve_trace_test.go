@@ -23,10 +23,6 @@ import (
 	"github.com/sluicehq/sluice/internal/tracing/otlptest"
 )
 
-// viewSight is edge's viewSight: the store's answer to a key's
-// viewSight-th check in an async zone makes the key's view.
-const viewSight = 5
-
 var proxyBannerRE = regexp.MustCompile(`sluice: serving proxy on (http://\S+)`)
 
 const traceConfig = `
@@ -130,11 +126,11 @@ func TestServeTracing(t *testing.T) {
 		"sluice.decision": "denied", "sluice.source": "store", "http.response.status_code": "429"}})
 	send("POST", api+"/v1/check", check("shown", "visible-key"), "", want{"POST /v1/check", map[string]string{
 		"sluice.zones": "[shown]", "sluice.keys": "[visible-key]", "sluice.decision": "allowed"}})
-	// An async zone makes a key's view at its viewSight-th answer from
-	// the store; the next check is decided from that view.
-	for range viewSight {
-		send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
-	}
+	// An async zone makes a key's view at its third answer from the
+	// store; the fourth check is decided from that view.
+	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
+	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
+	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{})
 	send("POST", api+"/v1/check", check("viewed", "secret-b"), "", want{"POST /v1/check", map[string]string{
 		"sluice.zones": "[viewed]", "sluice.source": "local-view", "sluice.decision": "allowed"}})
 	send("GET", api+"/v1/auth?zone=hidden", "", "secret-c", want{"GET /v1/auth", map[string]string{
