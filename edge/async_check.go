@@ -315,9 +315,9 @@ func (s *slot) unsent() int64 { return s.pending + s.inflight }
 
 // budget is what this process may admit on s's key before the next reply:
 // its share of what remained at the last one, rounded down, so that the
-// shares of Processes processes add up to at most what remained. Rounded
-// up, a key at its limit (1 remaining as a unit frees) was admitted once
-// by every process each time a unit freed; now the store decides it.
+// shares of Processes processes add up to at most what remained (rounded
+// up, every process would admit the one unit that a key held at its limit
+// frees at a time; here the store decides that unit).
 func (a *Async) budget(s *slot) int64 {
 	return s.view.Remaining / a.processes
 }

@@ -161,9 +161,9 @@ type breakerPart struct {
 
 	state    atomic.Int32 // a BreakerState; read without mu on the hot path
 	failures atomic.Int64 // consecutive failures
-	// wave counts the failures counted in failures (and in the past):
-	// read as a call begins, it tells a failure of a call that was in
-	// flight together with one already counted.
+	// wave counts every failure counted towards the threshold: read as a
+	// call begins, it tells a failure of a call that was in flight
+	// together with one already counted.
 	wave atomic.Uint64
 
 	mu       sync.Mutex // guards the transitions and the fields below
