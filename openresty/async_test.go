@@ -496,7 +496,7 @@ func TestAsyncDeniedKeyWaitsForRetryAfter(t *testing.T) {
 // its first five checks go to Redis (its fifth sight makes the view, 1
 // remaining), then another decider takes that unit in Redis. The worker's
 // sixth check must be denied by Redis; with the share rounded up (1 of 1)
-// it was admitted here, and every worker did so each time a unit freed on
+// it would be admitted here, as by every worker each time a unit frees on
 // a key held at its limit.
 func TestAsyncShareRoundsDown(t *testing.T) {
 	srv := redistest.Standalone(t)

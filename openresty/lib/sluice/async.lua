@@ -272,9 +272,9 @@ end
 -- when only the store can: the cost fits no share here while the store
 -- may still admit it. A worker's share of a hit is floor(R/P), R what
 -- remained at the last answer: the P workers' shares add up to at most R,
--- so that rounding never admits what the store would not (with ceil, a
--- key at its limit, R = 1, was admitted once by every worker each time a
--- unit freed: P times its rate). A check that does not fit is denied here
+-- so that rounding never admits what the store would not (rounded up, a
+-- key held at its limit, R = 1 each time a unit frees, would be admitted
+-- once by every worker: P times its rate). A check that does not fit is denied here
 -- when the store would deny it too (R less its cost, no later answer
 -- possible before RetryAfter) or when this worker owes cost the store has
 -- not seen (the next flush answers within an interval); else the store
