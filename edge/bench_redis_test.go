@@ -236,13 +236,18 @@ func BenchmarkHotKeysAdmission(b *testing.B) {
 
 // BenchmarkSpread: 100,000 keys under their limits, 64 callers, one Redis:
 // the Redis store against the same store behind an Async limiter (default
-// options). Every key is checked twice by each contender before its first
-// timed run, so that every key has a view (an Async makes a key's slot at
-// its second answer). After each async run everything owed is flushed; the
+// options), in the steady state of such traffic: before its first timed
+// run each contender checks every key three times in a short while (keys
+// in blocks of spreadBlock, each block three times over), so that every
+// key has a view (an Async makes a key's slot at its third answer within
+// the last half to one MaxKeys keys answered; checked in one long random
+// stream, every 0.8 s, the keys get theirs over some seconds, each view
+// leaving fewer keys to mark). After each async run everything owed is flushed; the
 // over-admission the limiter measured (cost the store refused because a
 // key was full, and cost dropped) is reported as over/op, the store calls
 // its flushes made as flushcalls/op.
 func BenchmarkSpread(b *testing.B) {
+	const spreadBlock = 1000
 	srv := redistest.Standalone(b)
 	store := newBenchStore(b, srv)
 	checks := make([]sluice.Check, 100_000)
@@ -254,8 +259,12 @@ func BenchmarkSpread(b *testing.B) {
 	warm := map[sluice.Limiter]bool{}
 	warmUp := func(b *testing.B, l sluice.Limiter) {
 		if !warm[l] {
-			warmUp(b, l, checks)
-			warmUp(b, l, checks)
+			for i := 0; i < len(checks); i += spreadBlock {
+				block := checks[i:min(i+spreadBlock, len(checks))]
+				for range 3 {
+					warmUp(b, l, block)
+				}
+			}
 			warm[l] = true
 		}
 	}
