@@ -14,8 +14,9 @@
 # alone, behind a deny cache, behind an Async limiter; xlimit is what each
 # admitted over limit x time), HotKeysAdmission (the three at the same time,
 # each on its own hot keys: what each layer admitted over the store's,
-# xstore, each one's errors, and what the store admitted after the first
-# caller ended, left out), Spread (100,000 keys under their limits: the
+# xstore, each one's errors, what the store admitted after the first
+# caller ended, left out, and maxest, the sliding window's estimate
+# replayed from each layer's admissions: the exact check), Spread (100,000 keys under their limits: the
 # Redis store, and behind an Async limiter), FirstSight (keys each checked
 # about once: the store, Async, Async with FirstSight 1, on a Redis that
 # grows), FirstSightSteady (the same where keys expire as fast as new ones
@@ -78,4 +79,8 @@ for name, runs in rows.items():
                   + rng([100 * r['store-tail-allowed'] / r['store-allowed'] for r in runs], lambda x: f"{x:.1f}%")
                   + f" of its admissions, over {rng([r['tail-ms'] for r in runs], lambda x: f'{x:.0f} ms')}; "
                   + "async's cost the store refused: " + " ".join(str(int(r.get('async-unrecorded', 0))) for r in runs))
+        if all("async-maxest" in r for r in runs):
+            print(f"{name}: the sliding window's estimate just after an admission, at most (limit 100): "
+                  + ", ".join(f"{who} " + " ".join(f"{r[key + '-maxest']:.1f}" for r in runs)
+                              for who, key in (("store", "store"), ("deny cache", "denycache"), ("async", "async"))))
 PY
