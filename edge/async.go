@@ -133,11 +133,10 @@ type AsyncStats struct {
 // usable view is decided by the store; from its third sight in a short
 // while (viewSight) its answer becomes its view, so that a key checked once
 // or twice costs no slot and each of its checks costs what a synchronous
-// limiter's does. A
-// key whose budget here is spent while no denial by the store stands is
-// asked of the store, one caller per key at a time. It is safe for
-// concurrent use, and runs one coordinating goroutine and Flushers
-// flushers, whatever the traffic; Close stops them after sending
+// limiter's does. A key whose budget here is spent while no denial by the
+// store stands is asked of the store, one caller per key at a time. It is
+// safe for concurrent use, and runs one coordinating goroutine and
+// Flushers flushers, whatever the traffic; Close stops them after sending
 // everything pending. Make one with NewAsync: the zero value's Check
 // returns an error wrapping sluice.ErrInvalid.
 type Async struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/edge"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -259,24 +260,17 @@ func BenchmarkHotKeysAdmission(b *testing.B) {
 	b.ReportMetric(float64(errored[2].Load()), "async-errors")
 }
 
-// maxWindowEstimate replays admissions at times ts (µs) through a
-// sliding window of window µs (two counters: the previous window's count
-// weighted by the part of it still in view, plus the current one's) and
-// returns the largest estimate just after an admission.
+// maxWindowEstimate replays admissions at times ts (µs) through the
+// sliding window of window µs (internal/algo's, the stores' own estimate)
+// and returns the largest estimate just after an admission.
 func maxWindowEstimate(ts []int64, window int64) float64 {
 	slices.Sort(ts)
+	var st algo.Window
+	p := algo.Params{Rate: 1, Window: window}
 	var most float64
-	var idx, cur, prev int64
 	for _, at := range ts {
-		switch w := at / window; {
-		case w == idx+1:
-			idx, prev, cur = w, cur, 0
-		case w > idx+1:
-			idx, prev, cur = w, 0, 0
-		}
-		cur++
-		e := float64(prev)*float64(window-at%window)/float64(window) + float64(cur)
-		most = max(most, e)
+		used, _ := st.Record(p, at, 1)
+		most = max(most, used)
 	}
 	return most
 }

@@ -274,8 +274,8 @@ end
 -- remained at the last answer: the P workers' shares add up to at most R,
 -- so that rounding never admits what the store would not (rounded up, a
 -- key held at its limit, R = 1 each time a unit frees, would be admitted
--- once by every worker: P times its rate). A check that does not fit is denied here
--- when the store would deny it too (R less its cost, no later answer
+-- once by every worker: P times its rate). A check that does not fit is
+-- denied here when the store would deny it too (R less its cost, no later answer
 -- possible before RetryAfter) or when this worker owes cost the store has
 -- not seen (the next flush answers within an interval); else the store
 -- decides it, knowing all that was admitted here.
